@@ -1,0 +1,367 @@
+package core
+
+import (
+	"context"
+	"hash/maphash"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+)
+
+// MemoryStore is an in-process [Store]: the same algorithms as [RedisStore],
+// giving the same answers for the same sequence of calls and clock, but
+// shared only by the goroutines of one process. It serves tests, single
+// replicas, and the local fallback while Redis is unreachable.
+//
+// Its memory is bounded: a key's state is dropped once it has expired (when
+// Redis would have expired it), and at most [WithMaxKeys] keys are kept. It
+// is safe for concurrent use; call [MemoryStore.Close] to stop its
+// background clean-up.
+type MemoryStore struct {
+	now   func() time.Time
+	cache *otter.Cache[string, memState]
+	seed  maphash.Seed
+	locks [256]sync.Mutex
+}
+
+// memState is the state of one key, as the scripts keep it in Redis.
+type memState struct {
+	expires int64   // µs of the store's clock; the state is absent from then on
+	a, b, c int64   // gcra: a = TAT; fixed: a = window, b = count; counter: a = window, b = current, c = previous
+	log     []int64 // sliding log: admitted units' times in µs, oldest first
+}
+
+// MemoryOption configures a [MemoryStore].
+type MemoryOption func(*memoryConfig)
+
+type memoryConfig struct {
+	now     func() time.Time
+	maxKeys int
+}
+
+// WithClock makes the store read time from now instead of [time.Now]; tests
+// use it to step time by hand.
+func WithClock(now func() time.Time) MemoryOption {
+	return func(c *memoryConfig) { c.now = now }
+}
+
+// WithMaxKeys bounds how many keys the store keeps, 1<<20 by default. When a
+// new key would exceed it, the least recently used keys are dropped first:
+// their identities start afresh, so the bound trades exactness for memory
+// only under a flood of distinct identities.
+func WithMaxKeys(n int) MemoryOption {
+	return func(c *memoryConfig) { c.maxKeys = n }
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
+	cfg := memoryConfig{now: time.Now, maxKeys: 1 << 20}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.maxKeys < 1 {
+		cfg.maxKeys = 1
+	}
+	s := &MemoryStore{now: cfg.now, seed: maphash.MakeSeed()}
+	s.cache = otter.Must(&otter.Options[string, memState]{
+		MaximumSize: cfg.maxKeys,
+		Clock:       memClock{cfg.now},
+		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, memState]) time.Duration {
+			return time.Duration(e.Value.expires)*time.Microsecond - time.Duration(cfg.now().UnixNano())
+		}),
+	})
+	return s
+}
+
+// memClock lets the cache expire entries by the store's clock.
+type memClock struct{ now func() time.Time }
+
+func (c memClock) NowNano() int64 { return c.now().UnixNano() }
+
+func (c memClock) Tick(d time.Duration) <-chan time.Time { return nil }
+
+// Close releases the store's background resources. The store keeps working
+// after Close, without proactive clean-up: expired state is still ignored,
+// and dropped when it is next written or evicted.
+func (s *MemoryStore) Close() error {
+	s.cache.StopAllGoroutines()
+	return nil
+}
+
+// Len returns how many keys the store holds, expired ones included until
+// they are cleaned up.
+func (s *MemoryStore) Len() int {
+	s.cache.CleanUp()
+	return s.cache.EstimatedSize()
+}
+
+// Allow is shorthand for AllowN(ctx, key, limit, 1).
+func (s *MemoryStore) Allow(ctx context.Context, key string, limit Limit) (Result, error) {
+	return s.AllowN(ctx, key, limit, 1)
+}
+
+// AllowN reports whether n units may be spent now under limit for key, and
+// spends them if so. A cost above the limit's capacity is denied without
+// spending anything, with RetryAfter -1 ([Result.Never]).
+func (s *MemoryStore) AllowN(ctx context.Context, key string, limit Limit, n int) (Result, error) {
+	var res [1]Result
+	err := s.allow([]Check{{Key: key, Limit: limit}}, n, res[:])
+	return res[0], err
+}
+
+// AllowAllN implements [Store.AllowAllN].
+func (s *MemoryStore) AllowAllN(ctx context.Context, checks []Check, n int) ([]Result, error) {
+	results := make([]Result, len(checks))
+	if err := s.allow(checks, n, results); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// memDecision is one check's outcome before anything is written.
+type memDecision struct {
+	ok                       bool
+	remaining, retry, reset  int64
+	remainingAfter, resetAft int64
+	state                    memState // the state to write if every check allows
+	trimmed                  bool     // a sliding log was trimmed: write trim even on deny
+	trim                     memState
+}
+
+func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
+	if err := validate(checks, n); err != nil {
+		return err
+	}
+	unlock := s.lock(checks)
+	defer unlock()
+
+	now := s.now().UnixMicro()
+	var one [1]memDecision
+	decisions := one[:]
+	if len(checks) > 1 {
+		decisions = make([]memDecision, len(checks))
+	}
+	all := true
+	for i := range checks {
+		st, ok := s.cache.GetIfPresent(checks[i].Key)
+		if ok && st.expires <= now {
+			st, ok = memState{}, false
+		}
+		decisions[i] = decide(checks[i].Limit, st, ok, now, int64(n))
+		all = all && decisions[i].ok
+	}
+	for i := range checks {
+		d := &decisions[i]
+		if all {
+			s.cache.Set(checks[i].Key, d.state)
+			results[i] = result(checks[i].Limit, true, d.remainingAfter, 0, d.resetAft)
+			continue
+		}
+		if d.trimmed {
+			// the sliding log trims on every call, as the script does
+			if len(d.trim.log) == 0 {
+				s.cache.Invalidate(checks[i].Key)
+			} else {
+				s.cache.Set(checks[i].Key, d.trim)
+			}
+		}
+		results[i] = result(checks[i].Limit, false, d.remaining, d.retry, d.reset)
+	}
+	return nil
+}
+
+// lock locks the stripes of every key's hash tag, in order, and returns the
+// function that unlocks them.
+func (s *MemoryStore) lock(checks []Check) func() {
+	if len(checks) == 1 {
+		m := &s.locks[s.stripe(checks[0].Key)]
+		m.Lock()
+		return m.Unlock
+	}
+	idx := make([]int, 0, len(checks))
+	for i := range checks {
+		idx = append(idx, s.stripe(checks[i].Key))
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		s.locks[i].Lock()
+	}
+	return func() {
+		for _, i := range idx {
+			s.locks[i].Unlock()
+		}
+	}
+}
+
+func (s *MemoryStore) stripe(key string) int {
+	return int(maphash.String(s.seed, hashTag(key)) % uint64(len(s.locks)))
+}
+
+// hashTag returns the part of key that Redis Cluster hashes: the text
+// between the first '{' and the next '}', when not empty, else all of key.
+func hashTag(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '{' {
+			for j := i + 1; j < len(key); j++ {
+				if key[j] == '}' {
+					if j > i+1 {
+						return key[i+1 : j]
+					}
+					return key
+				}
+			}
+			return key
+		}
+	}
+	return key
+}
+
+// decide mirrors scripts/*.lua operation for operation, in float64 where
+// the scripts compute in Lua numbers, so that both give identical answers.
+func decide(l Limit, st memState, exists bool, now, n int64) memDecision {
+	rate := float64(l.Rate)
+	period := l.Period.Microseconds()
+	switch l.Algorithm {
+	case FixedWindow:
+		return decideFixed(rate, period, st, exists, now, n)
+	case SlidingWindowLog:
+		return decideLog(int64(l.Rate), period, st, now, n)
+	case SlidingWindowCounter:
+		return decideCounter(rate, period, st, exists, now, n)
+	default:
+		return decideGCRA(rate, period, int64(l.Burst), st, exists, now, n)
+	}
+}
+
+func ceilMS(us int64) int64 { return (us + 999) / 1000 }
+
+func decideGCRA(rate float64, period, burst int64, st memState, exists bool, now, n int64) memDecision {
+	interval := int64(math.Ceil(float64(period) / rate))
+	tolerance := interval * burst
+	tat := now
+	if exists {
+		tat = st.a
+	}
+	tat = max(tat, now)
+	d := memDecision{
+		remaining: int64(math.Floor(float64(now+tolerance-tat) / float64(interval))),
+		reset:     tat - now,
+	}
+	newTAT := tat + n*interval
+	diff := now + tolerance - newTAT
+	switch {
+	case n > burst:
+		d.retry = -1
+	case diff >= 0:
+		d.ok = true
+		d.remainingAfter = int64(math.Floor(float64(diff) / float64(interval)))
+		d.resetAft = newTAT - now
+		d.state = memState{a: newTAT, expires: now + 1000*ceilMS(newTAT-now)}
+	default:
+		d.retry = -diff
+	}
+	return d
+}
+
+func decideFixed(rate float64, period int64, st memState, exists bool, now, n int64) memDecision {
+	w := int64(math.Floor(float64(now) / float64(period)))
+	var c int64
+	if exists && st.a == w {
+		c = st.b
+	}
+	end := (w + 1) * period
+	d := memDecision{remaining: int64(rate) - c}
+	if c > 0 {
+		d.reset = end - now
+	}
+	switch {
+	case n > int64(rate):
+		d.retry = -1
+	case c+n <= int64(rate):
+		d.ok = true
+		d.remainingAfter = int64(rate) - c - n
+		d.resetAft = end - now
+		d.state = memState{a: w, b: c + n, expires: now + 1000*(ceilMS(end-now)+1)}
+	default:
+		d.retry = end - now
+	}
+	return d
+}
+
+func decideLog(rate, period int64, st memState, now, n int64) memDecision {
+	// trim: ZREMRANGEBYSCORE -inf (now - period]
+	log := st.log
+	cut := 0
+	for cut < len(log) && log[cut] <= now-period {
+		cut++
+	}
+	d := memDecision{trimmed: cut > 0}
+	log = log[cut:]
+	c := int64(len(log))
+	d.trim = memState{log: log, expires: st.expires}
+	if d.trimmed && c > 0 {
+		d.trim.expires = now + 1000*(ceilMS(period)+1)
+	}
+	d.remaining = rate - c
+	if c > 0 {
+		d.reset = log[c-1] + period - now
+	}
+	switch {
+	case n > rate:
+		d.retry = -1
+	case c+n <= rate:
+		d.ok = true
+		d.remainingAfter = rate - c - n
+		d.resetAft = period
+		grown := make([]int64, c, c+n)
+		copy(grown, log)
+		for range n {
+			grown = append(grown, now)
+		}
+		d.state = memState{log: grown, expires: now + 1000*(ceilMS(period)+1)}
+	default:
+		k := c + n - rate
+		d.retry = log[k-1] + period - now
+	}
+	return d
+}
+
+func decideCounter(rate float64, period int64, st memState, exists bool, now, n int64) memDecision {
+	w := int64(math.Floor(float64(now) / float64(period)))
+	var c, p int64
+	if exists && st.a == w {
+		c, p = st.b, st.c
+	} else if exists && st.a == w-1 {
+		p = st.b
+	}
+	start := w * period
+	weighted := float64(float64(p)*float64(period-(now-start))) / float64(period)
+	fc, fn, fp := float64(c), float64(n), float64(p)
+	d := memDecision{remaining: max(0, int64(math.Floor(rate-weighted-fc)))}
+	if c > 0 {
+		d.reset = start + 2*period - now
+	} else if p > 0 {
+		d.reset = start + period - now
+	}
+	switch {
+	case fn > rate:
+		d.retry = -1
+	case weighted+fc+fn <= rate:
+		d.ok = true
+		d.remainingAfter = int64(math.Floor(rate - weighted - fc - fn))
+		d.resetAft = start + 2*period - now
+		d.state = memState{a: w, b: c + n, c: p, expires: now + 1000*(ceilMS(start+2*period-now)+1)}
+	default:
+		room := rate - fc - fn
+		if room >= 0 {
+			d.retry = int64(math.Ceil(float64(start) + float64((1-room/fp)*float64(period)) - float64(now)))
+		} else {
+			d.retry = int64(math.Ceil(float64(start) + float64((2-(rate-fn)/fc)*float64(period)) - float64(now)))
+		}
+	}
+	return d
+}

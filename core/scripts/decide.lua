@@ -1,0 +1,45 @@
+-- decide: checks every limit of one identity against Redis's clock and, only
+-- if all of them allow the request, consumes its cost from each of them.
+-- Loaded after gcra.lua, fixed.lua, slidinglog.lua and slidingcounter.lua,
+-- which define the *_check and *_commit functions it calls.
+--
+-- KEYS: one key per limit, all of one identity (one Cluster hash tag).
+-- ARGV[1]: n, the cost in units (integer >= 1).
+-- ARGV[2..]: four values per key, in KEYS order: algorithm (0 gcra, 1 fixed,
+--   2 sliding-log, 3 sliding-counter), rate, period in ms, burst.
+-- Reply: one string of four integers per key, space-separated, in KEYS order:
+--   allowed (0/1), remaining units, retry-after µs (-1: never), reset-after µs.
+--   When any limit denies, every allowed is 0, nothing is consumed, and each
+--   limit reports its state as it stands (retry-after 0 if it had room).
+
+local checks = {gcra_check, fixed_check, slidinglog_check, slidingcounter_check}
+local commits = {gcra_commit, fixed_commit, slidinglog_commit, slidingcounter_commit}
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local n = tonumber(ARGV[1])
+
+local states, algs = {}, {}
+local all = true
+for i = 1, #KEYS do
+  local a = 4 * i - 2
+  local alg = tonumber(ARGV[a]) + 1
+  local s = checks[alg](KEYS[i], now, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]) * 1000,
+    tonumber(ARGV[a + 3]), n)
+  states[i], algs[i] = s, alg
+  all = all and s.ok
+end
+
+local out = {}
+for i = 1, #KEYS do
+  local s = states[i]
+  if all then
+    commits[algs[i]](KEYS[i], now, s, n)
+    out[i] = string.format('1 %d 0 %d', s.remaining_after, s.reset_after)
+  else
+    local reset = s.reset
+    if type(reset) == 'function' then reset = reset() end
+    out[i] = string.format('0 %d %d %d', s.remaining, s.retry, reset)
+  end
+end
+return table.concat(out, ' ')

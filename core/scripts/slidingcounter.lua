@@ -1,0 +1,58 @@
+-- Sliding window counter: counts per fixed window, with the previous window's
+-- count weighted by how much of it the sliding period still covers:
+--   estimate = previous * (period - elapsed) / period + current
+--
+-- KEYS (one per sliding-counter limit): a hash {w = current window id,
+--   c = units in window w, p = units in window w-1}.
+-- ARGV (per limit, passed on by decide.lua): rate, period in µs, burst
+--   (unused).
+-- Reply (per limit, written by decide.lua): allowed (0/1), remaining units
+--   (floor of rate - estimate), retry-after µs (-1: never, the cost exceeds
+--   the rate), reset-after µs.
+--
+-- Approximate by design: it assumes the previous window's units were spread
+-- evenly. Within the first window of a key it is exact.
+
+local function slidingcounter_check(key, now, rate, period, burst, n)
+  local w = math.floor(now / period)
+  local stored = redis.call('HMGET', key, 'w', 'c', 'p')
+  local sw = tonumber(stored[1])
+  local c, p = 0, 0
+  if sw == w then
+    c, p = tonumber(stored[2]) or 0, tonumber(stored[3]) or 0
+  elseif sw == w - 1 then
+    p = tonumber(stored[2]) or 0
+  end
+  local start = w * period
+  local weighted = p * (period - (now - start)) / period
+  local s = {w = w, c = c + n, p = p, expire_at = start + 2 * period, retry = 0, reset = 0}
+  s.remaining = math.max(0, math.floor(rate - weighted - c))
+  if c > 0 then
+    s.reset = start + 2 * period - now
+  elseif p > 0 then
+    s.reset = start + period - now
+  end
+  if n > rate then
+    s.ok, s.retry = false, -1
+  elseif weighted + c + n <= rate then
+    s.ok = true
+    s.remaining_after = math.floor(rate - weighted - c - n)
+    s.reset_after = start + 2 * period - now
+  else
+    s.ok = false
+    local room = rate - c - n
+    if room >= 0 then
+      -- later in this window, once the previous window's weight has shrunk
+      s.retry = math.ceil(start + (1 - room / p) * period - now)
+    else
+      -- in the next window, where this window's count becomes the previous
+      s.retry = math.ceil(start + (2 - (rate - n) / c) * period - now)
+    end
+  end
+  return s
+end
+
+local function slidingcounter_commit(key, now, s)
+  redis.call('HSET', key, 'w', string.format('%d', s.w), 'c', s.c, 'p', s.p)
+  redis.call('PEXPIRE', key, math.ceil((s.expire_at - now) / 1000) + 1)
+end

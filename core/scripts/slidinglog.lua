@@ -1,0 +1,60 @@
+-- Sliding window log: one sorted-set member per admitted unit, scored by its
+-- time in µs; the window is (now - period, now].
+--
+-- KEYS (one per sliding-log limit): a sorted set of at most rate members.
+--   Members are "<µs>-<index>", where index counts up from the set's size when
+--   they were added, so units admitted in the same microsecond stay distinct.
+-- ARGV (per limit, passed on by decide.lua): rate, period in µs, burst
+--   (unused).
+-- Reply (per limit, written by decide.lua): allowed (0/1), remaining units,
+--   retry-after µs (-1: never, the cost exceeds the rate), reset-after µs.
+--
+-- Trimming is a write, so a denied call that trimmed also renews the expiry.
+
+local function slidinglog_reset(key, now, period)
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if newest[2] then return tonumber(newest[2]) + period - now end
+  return 0
+end
+
+local function slidinglog_check(key, now, rate, period, burst, n)
+  local trimmed = redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
+  local c = redis.call('ZCARD', key)
+  if trimmed > 0 and c > 0 then
+    redis.call('PEXPIRE', key, math.ceil(period / 1000) + 1)
+  end
+  local s = {c = c, period = period, retry = 0, remaining = rate - c}
+  if n > rate then
+    s.ok, s.retry = false, -1
+  elseif c + n <= rate then
+    s.ok = true
+    s.remaining_after = rate - c - n
+    s.reset_after = period
+    -- reset is only needed if another limit denies: computed then
+    s.reset = function() return slidinglog_reset(key, now, period) end
+    return s
+  else
+    -- the (c + n - rate)-th oldest member must leave the window first
+    local k = c + n - rate
+    local oldest = redis.call('ZRANGE', key, k - 1, k - 1, 'WITHSCORES')
+    s.ok, s.retry = false, tonumber(oldest[2]) + period - now
+  end
+  s.reset = slidinglog_reset(key, now, period)
+  return s
+end
+
+local function slidinglog_commit(key, now, s, n)
+  -- ZADD in chunks: unpack() of a huge table would overflow Lua's C stack
+  local stamp = string.format('%d', now)
+  local i = 1
+  while i <= n do
+    local args, j = {}, 0
+    while i <= n and j < 1000 do
+      args[j + 1] = stamp
+      args[j + 2] = stamp .. '-' .. string.format('%d', s.c + i)
+      i, j = i + 1, j + 2
+    end
+    redis.call('ZADD', key, unpack(args))
+  end
+  redis.call('PEXPIRE', key, math.ceil(s.period / 1000) + 1)
+end
