@@ -18,11 +18,11 @@ var benchGoroutines = []int{1, 16, 64, 256}
 
 // benchKeys returns n distinct keys of distinct identities, and checks that
 // they are what they claim.
-func benchKeys(b *testing.B, n int) []string {
+func benchKeys(b *testing.B, prefix string, n int) []string {
 	keys := make([]string, n)
 	seen := make(map[string]struct{}, n)
 	for i := range keys {
-		k, err := core.Key("bench:", "rule", fmt.Sprintf("ip:10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
+		k, err := core.Key(prefix, "rule", fmt.Sprintf("ip:10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -94,13 +94,20 @@ func BenchmarkStore(b *testing.B) {
 		name  string
 		store core.Store
 	}{{"memory", mem}, {"redis", core.NewRedisStore(client)}}
-	keySets := []struct {
+	type keySet struct {
 		name string
 		keys []string
-	}{{"hot", benchKeys(b, 1)}, {"100k", benchKeys(b, 100_000)}}
+	}
+	// each algorithm keeps its own kind of value: keys of its own
+	algKeys := make(map[core.Algorithm][]keySet)
+	for _, alg := range algorithms {
+		p := "bench:" + alg.String() + ":"
+		algKeys[alg] = []keySet{{"hot", benchKeys(b, p, 1)}, {"100k", benchKeys(b, p, 100_000)}}
+	}
 
 	for _, st := range stores {
 		for _, alg := range algorithms {
+			keySets := algKeys[alg]
 			// a limit few calls reach, so the allowing path is measured;
 			// denied/op shows when a hot key runs into it
 			limit := core.PerSecond(100_000).WithAlgorithm(alg)
@@ -117,6 +124,8 @@ func BenchmarkStore(b *testing.B) {
 		}
 	}
 
+	// the baseline writes plain counters: keys of their own
+	keySets := []keySet{{"hot", benchKeys(b, "bare:", 1)}, {"100k", benchKeys(b, "bare:", 100_000)}}
 	bare := redis.NewScript("local c = redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return c")
 	for _, ks := range keySets {
 		for _, g := range benchGoroutines {
