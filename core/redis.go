@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -15,7 +16,19 @@ import (
 // concurrent use.
 type RedisStore struct {
 	client redis.Scripter
-	args   sync.Map // Limit → []any: the boxed script arguments of a limit
+	// limits caches, per distinct Limit, its compiled single-key script and
+	// its boxed arguments for the multi-key scripts.
+	limits  sync.Map // Limit → *limitScripts
+	nlimits atomic.Int32
+}
+
+// maxCompiledLimits bounds how many distinct limits get scripts of their
+// own; calls with further limits run the generic scripts.
+const maxCompiledLimits = 256
+
+type limitScripts struct {
+	single *redis.Script
+	args   [4]any // algorithm, rate, period in ms, burst
 }
 
 // NewRedisStore returns a store over client: a *redis.Client,
@@ -25,6 +38,8 @@ type RedisStore struct {
 //
 // Scripts run by EVALSHA and fall back to EVAL when the server does not know
 // them yet (after a restart or failover), so nothing needs loading first.
+// Each distinct limit (up to 256 of them) gets a script of its own with the
+// limit compiled in, so a call sends only the key and the cost.
 func NewRedisStore(client redis.Scripter) *RedisStore {
 	if client == nil {
 		panic("ratekit: NewRedisStore: nil client")
@@ -55,35 +70,52 @@ func (s *RedisStore) AllowAllN(ctx context.Context, checks []Check, n int) ([]Re
 	return results, nil
 }
 
+// singleCall holds the arguments of a one-key call in one allocation.
+type singleCall struct {
+	keys [1]string
+	args [1]any
+}
+
 func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results []Result) error {
 	if err := validate(checks, n); err != nil {
 		return err
 	}
-	keys := make([]string, len(checks))
-	args := make([]any, 1, 1+4*len(checks))
-	args[0] = n
-	for i := range checks {
-		keys[i] = checks[i].Key
-		args = append(args, s.limitArgs(checks[i].Limit)...)
+	var cmd *redis.Cmd
+	if ls := s.scripts(checks[0].Limit); len(checks) == 1 && ls.single != nil {
+		c := &singleCall{keys: [1]string{checks[0].Key}, args: [1]any{n}}
+		cmd = ls.single.Run(ctx, s.client, c.keys[:], c.args[:]...)
+	} else {
+		keys := make([]string, len(checks))
+		args := make([]any, 1, 1+4*len(checks))
+		args[0] = n
+		for i := range checks {
+			keys[i] = checks[i].Key
+			args = append(args, s.scripts(checks[i].Limit).args[:]...)
+		}
+		cmd = scriptFor(checks).Run(ctx, s.client, keys, args...)
 	}
-	reply, err := decideScript.Run(ctx, s.client, keys, args...).Text()
+	reply, err := cmd.Text()
 	if err != nil {
 		return fmt.Errorf("ratekit: redis: %w", err)
 	}
 	return parseReply(reply, checks, results)
 }
 
-// limitArgs returns the script arguments of limit, boxed once and reused.
-func (s *RedisStore) limitArgs(limit Limit) []any {
-	if v, ok := s.args.Load(limit); ok {
-		return v.([]any)
+// scripts returns the cached scripts and arguments of limit.
+func (s *RedisStore) scripts(limit Limit) *limitScripts {
+	if v, ok := s.limits.Load(limit); ok {
+		return v.(*limitScripts)
 	}
-	a := []any{
+	ls := &limitScripts{args: [4]any{
 		strconv.Itoa(int(limit.Algorithm)),
 		strconv.Itoa(limit.Rate),
 		strconv.FormatInt(limit.Period.Milliseconds(), 10),
 		strconv.Itoa(limit.Burst),
+	}}
+	if s.nlimits.Add(1) > maxCompiledLimits {
+		return ls // too many distinct limits: generic scripts, nothing cached
 	}
-	s.args.Store(limit, a)
-	return a
+	ls.single = redis.NewScript(singleSource(limit))
+	v, _ := s.limits.LoadOrStore(limit, ls)
+	return v.(*limitScripts)
 }

@@ -2,6 +2,7 @@ package core
 
 import (
 	"embed"
+	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -10,24 +11,66 @@ import (
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-// scriptFiles are concatenated, in this order, into the one script that
-// decides every algorithm: each algorithm file defines its check and commit
-// functions, and decide.lua, last, is the entry point.
-var scriptFiles = []string{"gcra.lua", "fixed.lua", "slidinglog.lua", "slidingcounter.lua", "decide.lua"}
+// algorithmFiles holds each algorithm's Lua file, which defines its
+// <name>_check and <name>_commit functions, indexed by Algorithm.
+var algorithmFiles = [numAlgorithms]string{"gcra", "fixed", "slidinglog", "slidingcounter"}
 
-// decideSource is the full source of the decide script.
-var decideSource = func() string {
-	var b strings.Builder
-	for _, name := range scriptFiles {
-		src, err := scriptFS.ReadFile("scripts/" + name)
-		if err != nil {
-			panic("ratekit: embedded script missing: " + name)
-		}
-		b.Write(src)
+// scriptSource assembles a decide script for the given algorithms: their
+// files, a line gathering their functions into the checks and commits tables
+// that decide.lua indexes by algorithm number + 1, and decide.lua itself.
+func scriptSource(algs ...Algorithm) string {
+	var b, checks, commits strings.Builder
+	for _, a := range algs {
+		name := algorithmFiles[a]
+		b.WriteString(readScript(name + ".lua"))
 		b.WriteByte('\n')
+		fmt.Fprintf(&checks, "[%d] = %s_check, ", a+1, name)
+		fmt.Fprintf(&commits, "[%d] = %s_commit, ", a+1, name)
 	}
+	fmt.Fprintf(&b, "local checks = {%s}\nlocal commits = {%s}\n", checks.String(), commits.String())
+	b.WriteString(readScript("decide.lua"))
 	return b.String()
-}()
+}
 
-// decideScript runs by EVALSHA, falling back to EVAL on NOSCRIPT.
-var decideScript = redis.NewScript(decideSource)
+// singleSource assembles the script that decides one key under limit, with
+// the limit's parameters compiled in as constants.
+func singleSource(limit Limit) string {
+	name := algorithmFiles[limit.Algorithm]
+	return readScript(name+".lua") + "\n" +
+		fmt.Sprintf("local check, commit, rate, period, burst = %s_check, %s_commit, %d, %d, %d\n",
+			name, name, limit.Rate, limit.Period.Microseconds(), limit.Burst) +
+		readScript("single.lua")
+}
+
+func readScript(name string) string {
+	src, err := scriptFS.ReadFile("scripts/" + name)
+	if err != nil {
+		panic("ratekit: embedded script missing: " + name)
+	}
+	return string(src)
+}
+
+// Scripts run by EVALSHA, falling back to EVAL on NOSCRIPT. A call whose
+// checks share one algorithm runs that algorithm's script, which carries no
+// other algorithm's code; mixed calls run mixedScript.
+var (
+	algorithmScripts [numAlgorithms]*redis.Script
+	mixedScript      = redis.NewScript(scriptSource(GCRA, FixedWindow, SlidingWindowLog, SlidingWindowCounter))
+)
+
+func init() {
+	for a := range algorithmScripts {
+		algorithmScripts[a] = redis.NewScript(scriptSource(Algorithm(a)))
+	}
+}
+
+// scriptFor returns the script that decides checks.
+func scriptFor(checks []Check) *redis.Script {
+	alg := checks[0].Limit.Algorithm
+	for i := 1; i < len(checks); i++ {
+		if checks[i].Limit.Algorithm != alg {
+			return mixedScript
+		}
+	}
+	return algorithmScripts[alg]
+}

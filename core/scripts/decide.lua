@@ -1,7 +1,9 @@
 -- decide: checks every limit of one identity against Redis's clock and, only
 -- if all of them allow the request, consumes its cost from each of them.
--- Loaded after gcra.lua, fixed.lua, slidinglog.lua and slidingcounter.lua,
--- which define the *_check and *_commit functions it calls.
+-- Loaded after the algorithm files it needs (gcra.lua, fixed.lua,
+-- slidinglog.lua, slidingcounter.lua) and a line that gathers their functions
+-- into the tables checks and commits, indexed by algorithm number + 1: one
+-- script per algorithm, and one with all four for mixed calls.
 --
 -- KEYS: one key per limit, all of one identity (one Cluster hash tag).
 -- ARGV[1]: n, the cost in units (integer >= 1).
@@ -11,9 +13,6 @@
 --   allowed (0/1), remaining units, retry-after µs (-1: never), reset-after µs.
 --   When any limit denies, every allowed is 0, nothing is consumed, and each
 --   limit reports its state as it stands (retry-after 0 if it had room).
-
-local checks = {gcra_check, fixed_check, slidinglog_check, slidingcounter_check}
-local commits = {gcra_commit, fixed_commit, slidinglog_commit, slidingcounter_commit}
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
