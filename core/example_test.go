@@ -1,0 +1,131 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+// A RedisStore over any go-redis client: here a miniredis, so the example
+// runs anywhere.
+func ExampleRedisStore() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer client.Close()
+
+	store := core.NewRedisStore(client)
+	key, err := core.Key("rl:", "login", "ip:203.0.113.7")
+	if err != nil {
+		panic(err)
+	}
+	limit := core.PerMinute(3)
+	for range 4 {
+		res, err := store.Allow(context.Background(), key, limit)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(res.Allowed, res.Remaining, res.RetryAfter.Round(time.Second))
+	}
+	// Output:
+	// true 2 0s
+	// true 1 0s
+	// true 0 0s
+	// false 0 20s
+}
+
+// Several limits of one identity are decided all or nothing: the hourly
+// limit loses nothing to requests that the per-second limit denies.
+func ExampleRedisStore_AllowAllN() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	mr.SetTime(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer client.Close()
+	store := core.NewRedisStore(client)
+
+	perSecond, _ := core.Key("rl:", "burst", "user:42")
+	perHour, _ := core.Key("rl:", "hourly", "user:42")
+	checks := []core.Check{
+		{Key: perSecond, Limit: core.PerSecond(2)},
+		{Key: perHour, Limit: core.PerHour(100).WithAlgorithm(core.FixedWindow)},
+	}
+	for range 3 {
+		res, err := store.AllowAllN(context.Background(), checks, 1)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("allowed=%v second=%d hour=%d\n", res[0].Allowed, res[0].Remaining, res[1].Remaining)
+	}
+	// Output:
+	// allowed=true second=1 hour=99
+	// allowed=true second=0 hour=98
+	// allowed=false second=0 hour=98
+}
+
+// A MemoryStore with a clock stepped by hand shows how GCRA refills: one
+// unit every period/rate.
+func ExampleMemoryStore() {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
+	defer store.Close()
+	ctx := context.Background()
+	limit := core.PerSecond(10).WithBurst(2) // one unit every 100ms, two at once
+
+	for range 3 {
+		res, _ := store.Allow(ctx, "k", limit)
+		fmt.Println(res.Allowed, res.Remaining, res.RetryAfter)
+	}
+	now = now.Add(100 * time.Millisecond)
+	res, _ := store.Allow(ctx, "k", limit)
+	fmt.Println(res.Allowed, res.Remaining, res.RetryAfter)
+	// Output:
+	// true 1 0s
+	// true 0 0s
+	// false 0 100ms
+	// true 0 0s
+}
+
+// A cost above the limit's capacity can never pass: the store says so
+// without spending anything.
+func ExampleResult_Never() {
+	store := core.NewMemoryStore()
+	defer store.Close()
+	res, _ := store.AllowN(context.Background(), "k", core.PerMinute(10), 11)
+	fmt.Println(res.Allowed, res.Never(), res.Remaining)
+	// Output:
+	// false true 10
+}
+
+func ExampleKey() {
+	k, _ := core.Key("rl:", "api", "ip:203.0.113.7")
+	fmt.Println(k)
+	// an identity that tries to steer the Cluster slot is hashed
+	k, _ = core.Key("rl:", "api", "user:{victim}")
+	fmt.Println(k[:20] + "…")
+	// Output:
+	// rl:api:{ip:203.0.113.7}
+	// rl:api:{#ac45644e77e…
+}
+
+func ExampleLimit_String() {
+	fmt.Println(core.PerMinute(100))
+	fmt.Println(core.PerHour(1000).WithAlgorithm(core.SlidingWindowLog))
+	_, err := core.NewLimit(0, time.Second, core.GCRA)
+	fmt.Println(err)
+	// Output:
+	// 100 per 1m0s (gcra, burst 100)
+	// 1000 per 1h0m0s (sliding-log)
+	// ratekit: invalid limit: rate 0 out of range [1, 1073741824]
+}
