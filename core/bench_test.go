@@ -90,10 +90,12 @@ func BenchmarkStore(b *testing.B) {
 	ctx := context.Background()
 	mem := core.NewMemoryStore()
 	b.Cleanup(func() { mem.Close() })
+	batchedStore := core.NewRedisStore(client, core.WithBatching(0, 0, 0))
+	b.Cleanup(func() { batchedStore.Close() })
 	stores := []struct {
 		name  string
 		store core.Store
-	}{{"memory", mem}, {"redis", core.NewRedisStore(client)}}
+	}{{"memory", mem}, {"redis", core.NewRedisStore(client)}, {"redis-batched", batchedStore}}
 	type keySet struct {
 		name string
 		keys []string

@@ -69,22 +69,38 @@ func miniredisTarget(t *testing.T) target {
 	}}
 }
 
-func redisTarget(t *testing.T) target {
-	srv := redistest.StartServer(t)
-	c := srv.Client(t)
-	return target{name: "redis-server", store: core.NewRedisStore(c), client: c}
+// batched returns a store over c that coalesces calls into pipelines.
+func batched(t *testing.T, c redis.Scripter) core.Store {
+	s := core.NewRedisStore(c, core.WithBatching(0, 0, 0))
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
-func clusterTarget(t *testing.T) target {
+func redisTargets(t *testing.T) []target {
+	srv := redistest.StartServer(t)
+	c := srv.Client(t)
+	return []target{
+		{name: "redis-server", store: core.NewRedisStore(c), client: c},
+		{name: "redis-server-batched", store: batched(t, c), client: c},
+	}
+}
+
+func clusterTargets(t *testing.T) []target {
 	cl := redistest.StartCluster(t, 3)
 	c := cl.Client(t)
-	return target{name: "cluster", store: core.NewRedisStore(c), client: c}
+	return []target{
+		{name: "cluster", store: core.NewRedisStore(c), client: c},
+		{name: "cluster-batched", store: batched(t, c), client: c},
+	}
 }
 
 // forEachTarget runs fn against every store kind, each started afresh.
 func forEachTarget(t *testing.T, fn func(t *testing.T, tg target)) {
-	for _, mk := range []func(*testing.T) target{memoryTarget, miniredisTarget, redisTarget, clusterTarget} {
-		tg := mk(t)
+	var targets []target
+	targets = append(targets, memoryTarget(t), miniredisTarget(t))
+	targets = append(targets, redisTargets(t)...)
+	targets = append(targets, clusterTargets(t)...)
+	for _, tg := range targets {
 		t.Run(tg.name, func(t *testing.T) { fn(t, tg) })
 	}
 }

@@ -28,6 +28,7 @@ const (
 	envKey     = "RATEKIT_EXACT_KEY"
 	envAlg     = "RATEKIT_EXACT_ALG"
 	envStart   = "RATEKIT_EXACT_START"
+	envBatched = "RATEKIT_EXACT_BATCHED"
 )
 
 const (
@@ -54,8 +55,13 @@ func TestExactAcrossProcesses(t *testing.T) {
 		{"standalone", []string{srv.Addr()}, false},
 		{"cluster", cl.Addrs(), true},
 	} {
-		for _, alg := range algorithms {
-			t.Run(topo.name+"/"+alg.String(), func(t *testing.T) {
+		for _, run := range exactRuns() {
+			alg, batchedRun := run.alg, run.batched
+			name := topo.name + "/" + alg.String()
+			if batchedRun {
+				name += "/batched"
+			}
+			t.Run(name, func(t *testing.T) {
 				awayFromMinuteEdge(5 * time.Second)
 				key, _ := core.Key("exact:", alg.String(), fmt.Sprintf("ip:%d", time.Now().UnixNano()))
 				startAt := time.Now().Add(300 * time.Millisecond)
@@ -70,6 +76,7 @@ func TestExactAcrossProcesses(t *testing.T) {
 						envKey+"="+key,
 						envAlg+"="+alg.String(),
 						envStart+"="+strconv.FormatInt(startAt.UnixNano(), 10),
+						envBatched+"="+strconv.FormatBool(batchedRun),
 					)
 					cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
 					if err := cmd.Start(); err != nil {
@@ -105,6 +112,22 @@ func TestExactAcrossProcesses(t *testing.T) {
 			})
 		}
 	}
+}
+
+type exactRun struct {
+	alg     core.Algorithm
+	batched bool
+}
+
+// exactRuns is every algorithm, plain and through pipelined batching.
+func exactRuns() []exactRun {
+	var runs []exactRun
+	for _, b := range []bool{false, true} {
+		for _, alg := range algorithms {
+			runs = append(runs, exactRun{alg, b})
+		}
+	}
+	return runs
 }
 
 // awayFromMinuteEdge waits for the next minute if fewer than margin remain
@@ -145,7 +168,12 @@ func TestExactChild(t *testing.T) {
 		client = redis.NewClient(&redis.Options{Addr: addrs[0], PoolSize: exactGoroutines})
 	}
 	defer client.Close()
-	store := core.NewRedisStore(client)
+	var opts []core.RedisOption
+	if os.Getenv(envBatched) == "true" {
+		opts = append(opts, core.WithBatching(0, 0, 0))
+	}
+	store := core.NewRedisStore(client, opts...)
+	defer store.Close()
 	limit := core.PerMinute(exactLimit).WithAlgorithm(alg)
 	key := os.Getenv(envKey)
 	ctx := context.Background()

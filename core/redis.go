@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -20,6 +21,39 @@ type RedisStore struct {
 	// its boxed arguments for the multi-key scripts.
 	limits  sync.Map // Limit → *limitScripts
 	nlimits atomic.Int32
+	batch   *batcher // nil unless WithBatching
+}
+
+// RedisOption configures a [RedisStore].
+type RedisOption func(*redisConfig)
+
+type redisConfig struct {
+	batch    bool
+	maxBatch int
+	parallel int
+	maxWait  time.Duration
+}
+
+// WithBatching coalesces concurrent decisions of one process into pipelined
+// round trips: calls that arrive while a pipeline is in flight share the
+// next one, up to maxBatch calls a pipeline and parallel pipelines in
+// flight at once. A lone caller goes out at once, so batching adds no wait
+// of its own; maxWait > 0 holds each pipeline open up to that long for more
+// calls, trading latency for fewer round trips.
+//
+// Use it when many goroutines decide at once (dozens or more in flight):
+// the same Redis then serves several times the decisions per second, since
+// it parses one pipeline instead of many requests. With few concurrent
+// callers it gains little. The client must have a Pipeline method
+// (*redis.Client, *redis.ClusterClient and *redis.Ring do); a Cluster
+// pipeline is split by node. Calls answered NOSCRIPT are sent again by EVAL.
+// A batching store runs a goroutine: call [RedisStore.Close] to stop it.
+//
+// Defaults when zero: maxBatch 128, parallel 4.
+func WithBatching(maxBatch, parallel int, maxWait time.Duration) RedisOption {
+	return func(c *redisConfig) {
+		c.batch, c.maxBatch, c.parallel, c.maxWait = true, maxBatch, parallel, maxWait
+	}
 }
 
 // maxCompiledLimits bounds how many distinct limits get scripts of their
@@ -40,11 +74,42 @@ type limitScripts struct {
 // them yet (after a restart or failover), so nothing needs loading first.
 // Each distinct limit (up to 256 of them) gets a script of its own with the
 // limit compiled in, so a call sends only the key and the cost.
-func NewRedisStore(client redis.Scripter) *RedisStore {
+//
+// NewRedisStore panics on a nil client, or with [WithBatching] on a client
+// without a Pipeline method: both are programming errors.
+func NewRedisStore(client redis.Scripter, opts ...RedisOption) *RedisStore {
 	if client == nil {
 		panic("ratekit: NewRedisStore: nil client")
 	}
-	return &RedisStore{client: client}
+	var cfg redisConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := &RedisStore{client: client}
+	if cfg.batch {
+		p, ok := client.(pipeliner)
+		if !ok {
+			panic(fmt.Sprintf("ratekit: NewRedisStore: WithBatching needs a client with a Pipeline method, not %T", client))
+		}
+		if cfg.maxBatch < 1 {
+			cfg.maxBatch = 128
+		}
+		if cfg.parallel < 1 {
+			cfg.parallel = 4
+		}
+		s.batch = newBatcher(p, client, cfg.maxBatch, cfg.parallel, cfg.maxWait)
+	}
+	return s
+}
+
+// Close stops a batching store's goroutine and waits for pipelines in
+// flight; later calls fail with [ErrClosed]. It never closes the client. A
+// store without batching has nothing to close.
+func (s *RedisStore) Close() error {
+	if s.batch != nil {
+		s.batch.close()
+	}
+	return nil
 }
 
 // Allow is shorthand for AllowN(ctx, key, limit, 1).
@@ -80,10 +145,19 @@ func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results [
 	if err := validate(checks, n); err != nil {
 		return err
 	}
-	var cmd *redis.Cmd
+	var (
+		reply string
+		err   error
+	)
 	if ls := s.scripts(checks[0].Limit); len(checks) == 1 && ls.single != nil {
-		c := &singleCall{keys: [1]string{checks[0].Key}, args: [1]any{n}}
-		cmd = ls.single.Run(ctx, s.client, c.keys[:], c.args[:]...)
+		if s.batch != nil {
+			c := s.batch.call()
+			c.keys[0], c.args[0] = checks[0].Key, n
+			reply, err = s.batch.do(ctx, ls.single, c)
+		} else {
+			c := &singleCall{keys: [1]string{checks[0].Key}, args: [1]any{n}}
+			reply, err = ls.single.Run(ctx, s.client, c.keys[:], c.args[:]...).Text()
+		}
 	} else {
 		keys := make([]string, len(checks))
 		args := make([]any, 1, 1+4*len(checks))
@@ -92,9 +166,14 @@ func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results [
 			keys[i] = checks[i].Key
 			args = append(args, s.scripts(checks[i].Limit).args[:]...)
 		}
-		cmd = scriptFor(checks).Run(ctx, s.client, keys, args...)
+		if s.batch != nil {
+			c := s.batch.call()
+			c.many, c.margs = keys, args
+			reply, err = s.batch.do(ctx, scriptFor(checks), c)
+		} else {
+			reply, err = scriptFor(checks).Run(ctx, s.client, keys, args...).Text()
+		}
 	}
-	reply, err := cmd.Text()
 	if err != nil {
 		return fmt.Errorf("ratekit: redis: %w", err)
 	}
