@@ -92,10 +92,12 @@ func BenchmarkStore(b *testing.B) {
 	b.Cleanup(func() { mem.Close() })
 	batchedStore := core.NewRedisStore(client, core.WithBatching(0, 0, 0))
 	b.Cleanup(func() { batchedStore.Close() })
+	leased := core.NewLeasingStore(core.NewRedisStore(client), core.WithLeaseSize(64))
+	b.Cleanup(func() { leased.Close() })
 	stores := []struct {
 		name  string
 		store core.Store
-	}{{"memory", mem}, {"redis", core.NewRedisStore(client)}, {"redis-batched", batchedStore}}
+	}{{"memory", mem}, {"redis", core.NewRedisStore(client)}, {"redis-batched", batchedStore}, {"redis-leased", leased}}
 	type keySet struct {
 		name string
 		keys []string

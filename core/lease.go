@@ -1,0 +1,198 @@
+package core
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+)
+
+// LeasingStore wraps a shared [Store] so that a hot key costs the shared
+// store one call per lease instead of one per decision: when a key is hot, a
+// decision takes a batch of units from the shared store at once and the
+// replica spends them locally for a short hold. Unused units expire with
+// the lease. Cold keys pass straight through, one call per decision.
+//
+// The price is a bounded overshoot. Leased units are spent up to the hold
+// after they were taken, possibly in the limit's next window, so per window
+// the total admitted by all replicas is at most
+//
+//	limit + (lease size − 1) × replicas
+//
+// and never less than the limit minus what leases let expire unspent. Use
+// it for keys so hot that the shared store's round trips are the cost that
+// matters; leave it off where each unit must be exact.
+//
+// Only single-key calls ([LeasingStore.AllowN]) are leased; AllowAllN
+// passes through. A LeasingStore is safe for concurrent use; Close it to
+// release its cache.
+type LeasingStore struct {
+	inner   Store
+	size    int
+	hold    time.Duration
+	now     func() time.Time
+	leases  *otter.Cache[leaseKey, *lease]
+	maxKeys int
+}
+
+type leaseKey struct {
+	key   string
+	limit Limit
+}
+
+// lease is one key's local state. Holding mu across the shared store's call
+// makes one goroutine fetch a lease while the others of this replica wait to
+// spend from it.
+type lease struct {
+	mu      sync.Mutex
+	units   int       // leased units not yet spent
+	expires time.Time // units are void from then on
+	last    Result    // the shared store's answer that granted the units
+	granted time.Time // when it came
+	// a denial of deniedCost or more units stands until deniedUntil: the
+	// shared store said so, timed from before it was asked
+	deniedUntil time.Time
+	deniedCost  int
+	// demand: decisions seen in the current and the previous hold interval
+	window     time.Time
+	seen, prev int
+}
+
+// LeaseOption configures a [LeasingStore].
+type LeaseOption func(*LeasingStore)
+
+// WithLeaseSize sets the most units one lease takes, 16 by default. A lease
+// takes no more than the key's demand in the previous hold interval and no
+// more than the limit's capacity.
+func WithLeaseSize(n int) LeaseOption { return func(s *LeasingStore) { s.size = max(1, n) } }
+
+// WithLeaseHold sets how long leased units may be spent, 100ms by default.
+// A key counts as hot when it saw at least two decisions in the previous
+// hold interval.
+func WithLeaseHold(d time.Duration) LeaseOption {
+	return func(s *LeasingStore) {
+		if d > 0 {
+			s.hold = d
+		}
+	}
+}
+
+// WithLeaseClock makes the store read time from now instead of [time.Now].
+func WithLeaseClock(now func() time.Time) LeaseOption {
+	return func(s *LeasingStore) { s.now = now }
+}
+
+// NewLeasingStore returns a LeasingStore over inner, usually a
+// [RedisStore].
+func NewLeasingStore(inner Store, opts ...LeaseOption) *LeasingStore {
+	if inner == nil {
+		panic("ratekit: NewLeasingStore: nil store")
+	}
+	s := &LeasingStore{inner: inner, size: 16, hold: 100 * time.Millisecond, now: time.Now, maxKeys: 1 << 16}
+	for _, o := range opts {
+		o(s)
+	}
+	s.leases = otter.Must(&otter.Options[leaseKey, *lease]{
+		MaximumSize:      s.maxKeys,
+		ExpiryCalculator: otter.ExpiryAccessing[leaseKey, *lease](10 * s.hold),
+	})
+	return s
+}
+
+// Close stops the lease cache's background clean-up. It does not close the
+// inner store.
+func (s *LeasingStore) Close() error {
+	s.leases.StopAllGoroutines()
+	return nil
+}
+
+// Allow is shorthand for AllowN(ctx, key, limit, 1).
+func (s *LeasingStore) Allow(ctx context.Context, key string, limit Limit) (Result, error) {
+	return s.AllowN(ctx, key, limit, 1)
+}
+
+// AllowN decides from the key's lease when it holds n units, and otherwise
+// asks the inner store: for a lease when the key is hot, else for n units.
+// The Result of a leased decision reports the shared store's remaining
+// units plus those still leased here.
+func (s *LeasingStore) AllowN(ctx context.Context, key string, limit Limit, n int) (Result, error) {
+	if err := validate([]Check{{Key: key, Limit: limit}}, n); err != nil {
+		return Result{}, err
+	}
+	lk := leaseKey{key, limit}
+	l, ok := s.leases.GetIfPresent(lk)
+	if !ok {
+		l, _ = s.leases.ComputeIfAbsent(lk, func() (*lease, bool) { return &lease{}, false })
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := s.now()
+	l.count(now, s.hold)
+	if !now.Before(l.expires) {
+		l.units = 0
+	}
+	if l.units >= n {
+		l.units -= n
+		return l.result(now), nil
+	}
+	if now.Before(l.deniedUntil) && n >= l.deniedCost {
+		return Result{Limit: limit, RetryAfter: l.deniedUntil.Sub(now), ResetAfter: l.deniedUntil.Sub(now)}, nil
+	}
+	want := n
+	if l.prev >= 2 {
+		want = min(max(n, min(s.size, l.prev)), limit.Capacity())
+	}
+	res, err := s.inner.AllowN(ctx, key, limit, want)
+	if err != nil {
+		return Result{}, err
+	}
+	if !res.Allowed && want > n {
+		// the lease did not fit: take what remains if it covers n (a
+		// Remaining below n means n is denied too), else ask for n exactly
+		// to learn its own wait
+		want = n
+		if res.Remaining > n {
+			want = res.Remaining
+		}
+		now = s.now()
+		if res, err = s.inner.AllowN(ctx, key, limit, want); err != nil {
+			return Result{}, err
+		}
+	}
+	if !res.Allowed {
+		if res.RetryAfter > 0 && want == n {
+			l.deniedUntil, l.deniedCost = now.Add(res.RetryAfter), n
+		}
+		return res, nil
+	}
+	l.units, l.expires, l.last, l.granted = want-n, now.Add(s.hold), res, now
+	return l.result(now), nil
+}
+
+// count records a decision in the key's demand windows.
+func (l *lease) count(now time.Time, hold time.Duration) {
+	switch d := now.Sub(l.window); {
+	case d >= 2*hold || d < 0:
+		l.window, l.seen, l.prev = now, 0, 0
+	case d >= hold:
+		l.window, l.prev, l.seen = l.window.Add(hold), l.seen, 0
+	}
+	l.seen++
+}
+
+// result is the answer to a decision spent from the lease: the shared
+// store's answer, aged by the time since it came, with the units still
+// leased here counted as remaining.
+func (l *lease) result(now time.Time) Result {
+	r := l.last
+	r.Remaining = min(r.Remaining+l.units, r.Limit.Capacity())
+	r.ResetAfter = max(0, r.ResetAfter-now.Sub(l.granted))
+	return r
+}
+
+// AllowAllN passes through to the inner store: several limits are decided
+// together, never from leases.
+func (s *LeasingStore) AllowAllN(ctx context.Context, checks []Check, n int) ([]Result, error) {
+	return s.inner.AllowAllN(ctx, checks, n)
+}
