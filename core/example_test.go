@@ -77,8 +77,8 @@ func ExampleRedisStore_AllowAllN() {
 // A MemoryStore with a clock stepped by hand shows how GCRA refills: one
 // unit every period/rate.
 func ExampleMemoryStore() {
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	store := core.NewMemoryStore(core.WithClock(func() time.Time { return now }))
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
+	store := core.NewMemoryStore(core.WithClock(clock.Now))
 	defer store.Close()
 	ctx := context.Background()
 	limit := core.PerSecond(10).WithBurst(2) // one unit every 100ms, two at once
@@ -87,7 +87,7 @@ func ExampleMemoryStore() {
 		res, _ := store.Allow(ctx, "k", limit)
 		fmt.Println(res.Allowed, res.Remaining, res.RetryAfter)
 	}
-	now = now.Add(100 * time.Millisecond)
+	clock.Add(100 * time.Millisecond)
 	res, _ := store.Allow(ctx, "k", limit)
 	fmt.Println(res.Allowed, res.Remaining, res.RetryAfter)
 	// Output:

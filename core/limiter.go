@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
 )
 
 // ErrUnavailable is returned, wrapping the store's own error, when the store
@@ -107,12 +111,56 @@ func (d Decision) Degraded() bool {
 	return false
 }
 
-// Limiter checks requests against rules with a [Store]. It is safe for
-// concurrent use, and one Limiter serves any number of middlewares and rule
-// sets.
+// Limiter checks requests against rules with a [Store], and keeps deciding
+// when the store fails. It is safe for concurrent use, and one Limiter
+// serves any number of middlewares and rule sets.
+//
+// Every store call has a deadline ([WithTimeout], 50 ms by default), kept
+// even by a Redis that accepts connections but no longer answers. When the
+// store fails, the [FailurePolicy] decides ([WithFailurePolicy]; local
+// counting by default), and marks the results Degraded. After consecutive
+// failures a circuit breaker ([WithBreaker]) stops calling the store:
+// decisions then cost no store call and no wait, and a background probe,
+// one at a time on a backoff with jitter, closes the breaker once the store
+// answers again. Denials the store made are remembered until their
+// retry-after ([WithDeniedCache]), so a client hammering past its limit
+// costs the store nothing; such answers are exact, never guesses.
+//
+// A Limiter runs goroutines only while it has work for them (store calls in
+// flight, a probe during an outage): [Limiter.Close] stops them and waits.
 type Limiter struct {
-	store  Store
-	prefix string
+	store    Store
+	prefix   string
+	policy   FailurePolicy
+	timeout  time.Duration
+	replicas int
+
+	// mem is the store when it is a *MemoryStore, whose calls never block
+	// nor fail: no deadline goroutine, breaker, fallback or cache is needed.
+	mem           *MemoryStore
+	fallbackStore *MemoryStore // FailLocal only
+	fallbackOpts  []MemoryOption
+	denied        *deniedCache // nil when off
+	deniedSize    int
+
+	brk         breaker
+	probeChecks []Check
+	timeoutErr  error
+
+	logger     *slog.Logger
+	onError    func(error)
+	onBreaker  func(from, to BreakerState)
+	errLog     logBudget
+	breakerLog logBudget
+
+	now func() int64 // monotonic time in ns; tests may replace it
+
+	mu         sync.RWMutex // guards closed against wg.Add
+	closed     bool
+	stop       chan struct{}
+	stopCtx    context.Context
+	cancelStop context.CancelFunc
+	wg         sync.WaitGroup // store calls in flight and the prober
 }
 
 // LimiterOption configures a [Limiter].
@@ -133,23 +181,260 @@ func WithPrefix(prefix string) LimiterOption {
 // DefaultPrefix starts every storage key unless [WithPrefix] says otherwise.
 const DefaultPrefix = "ratekit:"
 
-// NewLimiter returns a Limiter over store.
+// DefaultTimeout is the deadline of a store call unless [WithTimeout] says
+// otherwise.
+const DefaultTimeout = 50 * time.Millisecond
+
+// WithFailurePolicy sets what the Limiter does when the store cannot decide:
+// [FailLocal] (the default), [FailOpen] or [FailClosed].
+func WithFailurePolicy(p FailurePolicy) LimiterOption {
+	return func(l *Limiter) error {
+		if p >= numFailurePolicies {
+			return fmt.Errorf("ratekit: unknown failure policy %d", p)
+		}
+		l.policy = p
+		return nil
+	}
+}
+
+// WithTimeout sets the deadline of each store call, [DefaultTimeout] (50
+// ms) by default; a request's context with an earlier deadline shortens it.
+// A call that misses it counts as a store failure and the request is
+// decided by the failure policy, so no request waits for the store much
+// longer than d, however the store fails. A short deadline bounds the
+// latency an outage adds; too short a one turns a slow store into an
+// outage.
+//
+// The deadline holds whatever the client: Check returns at the deadline
+// even from a go-redis client that ignores contexts (its default), while
+// the abandoned call finishes in the background, where [Limiter.Close]
+// waits for it. To have the client itself give up at the deadline, and free
+// its connection at once, configure it like this:
+//
+//	redis.NewClient(&redis.Options{
+//		Addr:                  addr,
+//		ContextTimeoutEnabled: true, // honour the Limiter's deadline
+//		MaxRetries:            -1,   // no retries: one try takes the whole deadline
+//		DialTimeout:           time.Second,
+//		ReadTimeout:           time.Second, // bounds calls made without a deadline
+//		WriteTimeout:          time.Second,
+//	})
+//
+// Without ContextTimeoutEnabled, go-redis reads until its ReadTimeout (5 s
+// by default) and retries up to 3 times, so an abandoned call can hold a
+// connection for many seconds against a stalled Redis. MaxRetries: -1
+// disables go-redis's retries (0 means its default of 3): within a deadline
+// of milliseconds a retry has no time left to succeed, and the breaker
+// already decides when to try again.
+func WithTimeout(d time.Duration) LimiterOption {
+	return func(l *Limiter) error {
+		if d <= 0 {
+			return fmt.Errorf("ratekit: store timeout %v is not positive", d)
+		}
+		l.timeout = d
+		return nil
+	}
+}
+
+// WithReplicas divides each limit by n, the number of replicas expected to
+// share the store, while the Limiter decides locally under [FailLocal]:
+// rate and burst are divided, rounding up, so the fleet stays near its
+// global limit during an outage when traffic is spread evenly. A limit the
+// division would make invalid stays whole. The results of local decisions
+// carry the divided limit. 1 (no division) by default.
+func WithReplicas(n int) LimiterOption {
+	return func(l *Limiter) error {
+		if n < 1 {
+			return fmt.Errorf("ratekit: %d replicas (want at least 1)", n)
+		}
+		l.replicas = n
+		return nil
+	}
+}
+
+// WithFallbackOptions configures the [MemoryStore] that decides under
+// [FailLocal], which the Limiter creates and closes. Its state is bounded:
+// a key is dropped once it expires, and at most 1<<20 keys are kept unless
+// [WithMaxKeys] says otherwise, so a long outage with many identities
+// cannot grow it without end.
+func WithFallbackOptions(opts ...MemoryOption) LimiterOption {
+	return func(l *Limiter) error {
+		l.fallbackOpts = append(l.fallbackOpts, opts...)
+		return nil
+	}
+}
+
+// WithBreaker configures the circuit breaker: it opens after failures
+// consecutive failed store calls (5 by default), and then probes the store
+// with one call at a time. The first probe comes after backoff (100 ms by
+// default); each failed probe doubles the wait, up to maxBackoff (1 s by
+// default). Every wait is drawn at random within ±50% of its base, and
+// never exceeds maxBackoff, so replicas do not probe in step and recovery
+// is noticed within maxBackoff. Zero arguments keep their defaults.
+//
+// A low threshold spares requests the deadline sooner in an outage, at the
+// risk of opening on a few chance errors; a short maxBackoff notices
+// recovery sooner, at the cost of more probes of a store that is down.
+func WithBreaker(failures int, backoff, maxBackoff time.Duration) LimiterOption {
+	return func(l *Limiter) error {
+		if failures < 0 || backoff < 0 || maxBackoff < 0 {
+			return fmt.Errorf("ratekit: breaker settings %d, %v, %v: want no negative value", failures, backoff, maxBackoff)
+		}
+		if failures > 0 {
+			l.brk.threshold = int32(min(failures, 1<<30))
+		}
+		if backoff > 0 {
+			l.brk.backoff = backoff
+		}
+		if maxBackoff > 0 {
+			l.brk.max = maxBackoff
+		}
+		return nil
+	}
+}
+
+// WithDeniedCache sets how many denied keys the Limiter remembers, 1<<16 by
+// default; 0 turns the cache off. A key the store denied is answered
+// locally, without a store call, until the denial's retry-after, for
+// requests of the same or a higher cost under the same limit; the least
+// recently used keys are forgotten first. When an entry expires, one
+// request asks the store while the others for the same key wait for its
+// answer, so a crowd on a denied key costs the store about one call per
+// retry-after.
+//
+// Such answers are exact: the store would deny the same request at that
+// moment. Spending only ever postpones the instant a cost fits, and an
+// entry expires at the local time taken before its request was sent plus
+// the store's RetryAfter, never later than the store's own denial ends. A
+// cost above a limit's capacity is denied locally too, with RetryAfter -1.
+// The exception is a Redis that restarts empty without a failed call: it
+// would allow what the cache still denies, for at most the retry-after of
+// each entry (the cache is emptied whenever the breaker closes).
+//
+// Cached results have Remaining 0, and a RetryAfter and ResetAfter counted
+// down from the store's answer for the cost it denied; other rules decided
+// in the same store call report Remaining 0 and no wait, since their state
+// is not known without the store. The cache assumes the store's clock runs
+// at the pace of real time, as Redis's does: turn it off for a store whose
+// clock a test steps by hand. A [MemoryStore] needs no cache and gets none.
+func WithDeniedCache(size int) LimiterOption {
+	return func(l *Limiter) error {
+		if size < 0 {
+			return fmt.Errorf("ratekit: denied-key cache size %d is negative", size)
+		}
+		l.deniedSize = size
+		return nil
+	}
+}
+
+// WithLogger sets the logger of store failures and circuit breaker
+// changes; nil, the default, logs nothing. Failed store calls are logged at
+// Warn at most once a second, each line counting the ones suppressed since
+// the last, so an outage cannot flood the log; so are the breaker's
+// openings (Warn) and closings (Info). Lines carry errors and states, never
+// identities or storage keys.
+func WithLogger(logger *slog.Logger) LimiterOption {
+	return func(l *Limiter) error {
+		l.logger = logger
+		return nil
+	}
+}
+
+// OnError sets a function called with the error of every failed store
+// call, the breaker's probes included, whatever the policy. It is called on
+// the request's goroutine, from many at once: it must be fast and safe for
+// concurrent use. Store calls skipped while the breaker is open are not
+// errors.
+func OnError(f func(err error)) LimiterOption {
+	return func(l *Limiter) error {
+		l.onError = f
+		return nil
+	}
+}
+
+// OnBreakerChange sets a function called on every change of the circuit
+// breaker's state, such as closed → open when the store starts failing and
+// half-open → closed when it is back. Calls come one at a time, in the
+// order of the changes; f must not call the Limiter's Check.
+func OnBreakerChange(f func(from, to BreakerState)) LimiterOption {
+	return func(l *Limiter) error {
+		l.onBreaker = f
+		return nil
+	}
+}
+
+// NewLimiter returns a Limiter over store, configured by opts. It returns
+// an error for a nil store and for an invalid option. Over a [MemoryStore],
+// which can neither fail nor block, the Limiter calls the store directly:
+// no deadline goroutine, failure policy, breaker or denied-key cache.
 func NewLimiter(store Store, opts ...LimiterOption) (*Limiter, error) {
 	if store == nil {
 		return nil, errors.New("ratekit: NewLimiter: nil store")
 	}
-	l := &Limiter{store: store, prefix: DefaultPrefix}
+	l := &Limiter{
+		store:      store,
+		prefix:     DefaultPrefix,
+		timeout:    DefaultTimeout,
+		replicas:   1,
+		deniedSize: defaultDeniedCacheSize,
+		stop:       make(chan struct{}),
+	}
+	epoch := time.Now()
+	l.now = func() int64 { return int64(time.Since(epoch)) }
+	l.brk.threshold = defaultBreakerFailures
+	l.brk.backoff = defaultBreakerBackoff
+	l.brk.max = defaultBreakerMaxBackoff
 	for _, o := range opts {
 		if err := o(l); err != nil {
 			return nil, err
 		}
 	}
+	l.timeoutErr = fmt.Errorf("ratekit: store gave no answer within %v: %w", l.timeout, context.DeadlineExceeded)
+	l.probeChecks = []Check{{Key: probeKey(l.prefix), Limit: probeLimit}}
+	l.stopCtx, l.cancelStop = context.WithCancel(context.Background())
+	l.mem, _ = store.(*MemoryStore)
+	if l.mem == nil {
+		if l.policy == FailLocal {
+			l.fallbackStore = NewMemoryStore(l.fallbackOpts...)
+		}
+		if l.deniedSize > 0 {
+			l.denied = newDeniedCache(l.deniedSize, l.mono)
+		}
+	}
 	return l, nil
 }
 
-// Close releases the Limiter's background resources. It does not close the
-// store.
-func (l *Limiter) Close() error { return nil }
+// Close stops the Limiter's goroutines and waits for them, store calls
+// still in flight included: a call abandoned at its deadline ends when the
+// client gives up on it, at once with ContextTimeoutEnabled, else after the
+// client's own timeouts (see [WithTimeout]). It closes the fallback store,
+// but never the store the Limiter was given. Close is idempotent and always
+// returns nil.
+//
+// A Limiter keeps deciding after Close, without its background work: store
+// calls are no longer cut off at the deadline unless the client honours
+// contexts, and an open breaker stays open.
+func (l *Limiter) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.mu.Unlock()
+	close(l.stop)
+	l.cancelStop()
+	l.wg.Wait()
+	if l.fallbackStore != nil {
+		l.fallbackStore.Close()
+	}
+	l.denied.close()
+	return nil
+}
+
+// mono returns the time since the Limiter was created, in ns of the
+// monotonic clock.
+func (l *Limiter) mono() int64 { return l.now() }
 
 // StorageKey returns the storage key of identity under the named rule, as
 // this Limiter builds it: prefix + rule + ":{" + identity + "}".
@@ -157,25 +442,38 @@ func (l *Limiter) StorageKey(rule, identity string) (string, error) {
 	return key(l.prefix, rule, identity)
 }
 
+// planned is one applicable rule of a Check.
+type planned struct {
+	name     string
+	identity string
+	cost     int
+	check    Check
+	group    int
+}
+
 // Check decides req against rules, in order, and spends each applicable
 // rule's cost if and only if the rules of one identity all allow it. Rules
-// of one identity are decided together in one store call; rules of
-// different identities are decided one identity after the other, and the
-// first identity whose rules deny stops the rest.
+// of one identity (and cost) are decided together in one store call; rules
+// of different identities are decided one identity after the other, and
+// the first identity whose rules deny stops the rest. Results follow rule
+// order.
+//
+// When the store cannot decide, the [FailurePolicy] does, and the results
+// it makes are Degraded: under [FailLocal] and [FailOpen] Check returns a
+// decision and no error; under [FailClosed] it returns a decision with
+// Allowed false, every result Degraded with a RetryAfter of at least one
+// second, and an error wrapping [ErrUnavailable] and the store's error.
 //
 // Check returns an error wrapping [ErrNoIdentity] when a rule's key
-// function finds no identity, and any other error from a key or cost
-// function or from the store. Rules must have been validated with
-// [ValidateRules].
+// function finds no identity, [ErrInvalidCost] for a cost below 1, any
+// other error of a key or cost function, and the context's error when
+// ctx ends before the store answers (that is the caller giving up, not
+// a store failure). Every rule's identity is found before anything is
+// spent. Rules must have been validated with [ValidateRules].
 func (l *Limiter) Check(ctx context.Context, req Request, rules []Rule) (Decision, error) {
-	d := Decision{Allowed: true, Limiting: -1}
-	type group struct {
-		identity string
-		cost     int
-		checks   []Check
-		names    []string
-	}
-	var groups []group
+	var pbuf [8]planned
+	plan := pbuf[:0]
+	groups := 0
 	for i := range rules {
 		r := &rules[i]
 		if r.Skip != nil && r.Skip(req) {
@@ -193,35 +491,252 @@ func (l *Limiter) Check(ctx context.Context, req Request, rules []Rule) (Decisio
 		if err != nil {
 			return Decision{}, err
 		}
-		gi := -1
-		for j := range groups {
-			if groups[j].identity == id && groups[j].cost == cost {
-				gi = j
+		p := planned{name: r.Name, identity: id, cost: cost, check: Check{Key: k, Limit: r.Limit}, group: groups}
+		for j := range plan {
+			if plan[j].identity == id && plan[j].cost == cost {
+				p.group = plan[j].group
 				break
 			}
 		}
-		if gi < 0 {
-			groups = append(groups, group{identity: id, cost: cost})
-			gi = len(groups) - 1
+		if p.group == groups {
+			groups++
 		}
-		groups[gi].checks = append(groups[gi].checks, Check{Key: k, Limit: r.Limit})
-		groups[gi].names = append(groups[gi].names, r.Name)
+		plan = append(plan, p)
 	}
-	for _, g := range groups {
-		results, err := l.store.AllowAllN(ctx, g.checks, g.cost)
-		if err != nil {
+	d := Decision{Allowed: true, Limiting: -1}
+	if len(plan) == 0 {
+		return d, nil
+	}
+
+	var (
+		rbuf    [8]Result
+		results = rbuf[:]
+		cbuf    [8]Check
+		decided = 0 // groups decided
+		err     error
+	)
+	if len(plan) > len(rbuf) {
+		results = make([]Result, len(plan))
+	}
+	results = results[:len(plan)]
+	for g := 0; g < groups && d.Allowed && err == nil; g++ {
+		checks := cbuf[:0]
+		for _, p := range plan {
+			if p.group == g {
+				checks = append(checks, p.check)
+			}
+		}
+		var gres [8]Result
+		res := gres[:0]
+		if len(checks) > len(gres) {
+			res = make([]Result, len(checks))
+		}
+		res = res[:len(checks)]
+		err = l.decide(ctx, checks, plan[firstOf(plan, g)].cost, res)
+		if err != nil && !errors.Is(err, ErrUnavailable) {
 			return Decision{}, err
 		}
-		for i, res := range results {
-			d.Results = append(d.Results, RuleResult{Rule: g.names[i], Result: res})
-			d.Allowed = d.Allowed && res.Allowed
+		j := 0
+		for i, p := range plan {
+			if p.group == g {
+				results[i] = res[j]
+				d.Allowed = d.Allowed && res[j].Allowed
+				j++
+			}
 		}
-		if !d.Allowed {
-			break
+		decided++
+	}
+	d.Results = make([]RuleResult, 0, len(plan))
+	for i, p := range plan {
+		if p.group < decided {
+			d.Results = append(d.Results, RuleResult{Rule: p.name, Result: results[i]})
 		}
 	}
+	if err != nil {
+		// fail closed: nothing of this request may pass, and every result
+		// says when to try again
+		retry := l.retryAfter()
+		for i := range d.Results {
+			r := &d.Results[i].Result
+			r.Allowed, r.Degraded = false, true
+			r.RetryAfter = max(r.RetryAfter, retry)
+		}
+		d.Allowed = false
+	}
 	d.Limiting = mostRestrictive(d.Results)
-	return d, nil
+	return d, err
+}
+
+func firstOf(plan []planned, g int) int {
+	for i := range plan {
+		if plan[i].group == g {
+			return i
+		}
+	}
+	return -1
+}
+
+// decide decides one group of checks, all of one identity and cost n, into
+// results. It returns input errors, the caller's context error, and under
+// FailClosed an error wrapping ErrUnavailable along with denied results.
+func (l *Limiter) decide(ctx context.Context, checks []Check, n int, results []Result) error {
+	if err := validate(checks, n); err != nil {
+		return err
+	}
+	if l.mem != nil {
+		res, err := l.mem.AllowAllN(ctx, checks, n)
+		if err != nil {
+			return err
+		}
+		copy(results, res)
+		return nil
+	}
+	if l.denied != nil && never(checks, n, results) {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ratekit: %w", err)
+	}
+
+	var (
+		leadBuf [4]*deniedEntry
+		leads   = leadBuf[:0]
+		cctx    context.Context
+		cancel  context.CancelFunc
+	)
+	for l.denied != nil {
+		var (
+			hit  bool
+			wait *deniedEntry
+		)
+		hit, wait, leads = l.denied.lookup(checks, n, l.mono(), results, leads, l.brk.current() == BreakerClosed)
+		if hit {
+			if cancel != nil {
+				cancel()
+			}
+			return nil
+		}
+		if wait == nil {
+			break
+		}
+		// Another caller is asking the store about this key: wait for its
+		// answer, within this call's own deadline.
+		if cctx == nil {
+			cctx, cancel = context.WithTimeout(ctx, l.timeout)
+		}
+		select {
+		case <-wait.done:
+			continue
+		case <-cctx.Done():
+		}
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("ratekit: %w", err)
+		}
+		return l.fallback(ctx, checks, n, results, l.timeoutErr)
+	}
+
+	if l.brk.current() != BreakerClosed {
+		l.denied.release(leads)
+		if cancel != nil {
+			cancel()
+		}
+		return l.fallback(ctx, checks, n, results, nil)
+	}
+	if cctx == nil {
+		cctx, cancel = context.WithTimeout(ctx, l.timeout)
+	}
+	defer cancel()
+	t0 := l.mono()
+	// the call may outlive this function: it gets checks of its own
+	res, err := l.callStore(cctx, slices.Clone(checks), n)
+	if err == nil && len(res) != len(checks) {
+		err = fmt.Errorf("%w: %d results for %d checks", ErrMalformedReply, len(res), len(checks))
+	}
+	if err != nil {
+		l.denied.release(leads)
+		if ctx.Err() != nil {
+			return fmt.Errorf("ratekit: %w", ctx.Err())
+		}
+		if cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+			err = l.timeoutErr
+		}
+		l.failed(err)
+		return l.fallback(ctx, checks, n, results, err)
+	}
+	l.succeeded()
+	copy(results, res)
+	if l.denied != nil {
+		l.denied.record(checks, n, t0, results, leads)
+	}
+	return nil
+}
+
+// never reports whether a cost above a limit's capacity denies the group,
+// which no store call could change, and fills results if so.
+func never(checks []Check, n int, results []Result) bool {
+	deny := false
+	for i := range checks {
+		deny = deny || n > checks[i].Limit.Capacity()
+	}
+	if !deny {
+		return false
+	}
+	for i := range checks {
+		results[i] = Result{Limit: checks[i].Limit}
+		if n > checks[i].Limit.Capacity() {
+			results[i].RetryAfter = -1
+		}
+	}
+	return true
+}
+
+// callStore makes one store call that returns by ctx's deadline whatever
+// the store does: the call runs on a goroutine of its own, which the
+// caller abandons at the deadline.
+func (l *Limiter) callStore(ctx context.Context, checks []Check, n int) ([]Result, error) {
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		return l.store.AllowAllN(ctx, checks, n)
+	}
+	l.wg.Add(1)
+	l.mu.RUnlock()
+	return l.spawn(ctx, checks, n)
+}
+
+// storeCall is one store call on its own goroutine.
+type storeCall struct {
+	results []Result
+	err     error
+	done    chan struct{}
+}
+
+// spawn runs a store call on a new goroutine, already counted in wg, and
+// waits for it until ctx ends. A panic of the store becomes an error.
+func (l *Limiter) spawn(ctx context.Context, checks []Check, n int) ([]Result, error) {
+	c := &storeCall{done: make(chan struct{})}
+	go func() {
+		defer l.wg.Done()
+		defer close(c.done)
+		defer func() {
+			if p := recover(); p != nil {
+				c.err = fmt.Errorf("ratekit: store panicked: %v", p)
+			}
+		}()
+		c.results, c.err = l.store.AllowAllN(ctx, checks, n)
+	}()
+	select {
+	case <-c.done:
+		return c.results, c.err
+	case <-ctx.Done():
+		select {
+		case <-c.done: // answered at the last moment
+			return c.results, c.err
+		default:
+		}
+		return nil, ctx.Err()
+	}
 }
 
 // mostRestrictive picks the result that drives the X-RateLimit-* headers:

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// cell holds the runs of one contender on one case, one per round.
+type cell struct {
+	runs []runResult
+	// vsBare holds, per round, decisions/s over the bare script's
+	// decisions/s on the same case in the same round; p50VsBare likewise
+	// for the median latency.
+	vsBare, p50VsBare []float64
+}
+
+type benchResults struct {
+	contenders []contender
+	cases      []benchCase
+	planned    [][]int64 // [case][contender]: decisions planned over all rounds
+	cells      [][]*cell // [case][contender]
+}
+
+// maxDecisions bounds the decisions of one run.
+const maxDecisions = 20_000_000
+
+// measure runs every contender on every case in o.rounds interleaved
+// rounds. Before the first round, a warm-up run of each contender on each
+// case opens the connections and loads the scripts. Unless o.quick, each
+// run makes as many decisions as should take o.duration at the rates seen
+// so far.
+func measure(ctx context.Context, client *redis.Client, cs []contender, o options) (*benchResults, error) {
+	res := &benchResults{contenders: cs, cases: cases()}
+	keys := make([][]*keySet, len(cs)) // [contender][key case]
+	open := make([]func() decideFunc, len(cs))
+	bare := -1
+	for i, c := range cs {
+		if c.name == bareName {
+			bare = i
+		}
+		for _, kc := range keyCases {
+			k, err := buildKeys(c, kc.count)
+			if err != nil {
+				return nil, err
+			}
+			keys[i] = append(keys[i], k)
+		}
+		var err error
+		if open[i], err = c.open(ctx, client, benchLimit); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+	}
+	if bare < 0 {
+		return nil, fmt.Errorf("no %s baseline", bareName)
+	}
+	keysOf := func(ci, k int) *keySet { return keys[ci][keyCaseIndex(res.cases[k].keys)] }
+
+	progress("warming up %d contenders on %d cases", len(cs), len(res.cases))
+	// rates holds the decisions/s seen so far of each contender on each
+	// case, the warm-up's first: the next run's number of decisions is
+	// their median times o.duration, so one slow warm-up on a noisy
+	// machine does not make every run of a contender short.
+	rates := make([][][]float64, len(res.cases))
+	plan := func(k, ci int) int64 {
+		if o.quick {
+			return int64(res.cases[k].g + quickExtra)
+		}
+		perSecond := median(append([]float64(nil), rates[k][ci]...))
+		// at least one call per goroutine, and enough for a p99
+		return min(max(int64(perSecond*o.duration.Seconds()), int64(res.cases[k].g), 100), maxDecisions)
+	}
+	for k, bc := range res.cases {
+		res.planned = append(res.planned, make([]int64, len(cs)))
+		res.cells = append(res.cells, make([]*cell, len(cs)))
+		rates[k] = make([][]float64, len(cs))
+		for ci := range cs {
+			res.cells[k][ci] = &cell{}
+			if o.quick {
+				run(open[ci], keysOf(ci, k), 0, bc.g, int64(bc.g), nil, nil)
+				continue
+			}
+			var stop atomic.Bool
+			t := time.AfterFunc(max(o.duration/5, 100*time.Millisecond), func() { stop.Store(true) })
+			w := run(open[ci], keysOf(ci, k), 0, bc.g, 1<<40, nil, &stop)
+			t.Stop()
+			rates[k][ci] = append(rates[k][ci], float64(w.n)/w.elapsed.Seconds())
+		}
+	}
+	lat := make([]time.Duration, 1024)
+
+	for r := range o.rounds {
+		for k, bc := range res.cases {
+			var line strings.Builder
+			for j := range cs {
+				// rotate the order each round and case, so that no contender
+				// always runs first or right after another
+				ci := (j + r + k) % len(cs)
+				n := plan(k, ci)
+				res.planned[k][ci] += n
+				if int64(len(lat)) < n {
+					lat = make([]time.Duration, n)
+				}
+				ks := keysOf(ci, k)
+				base := r * ks.len() / o.rounds
+				rr := run(open[ci], ks, base, bc.g, n, lat[:n], nil)
+				if err := rr.check(); err != nil {
+					return nil, fmt.Errorf("%s, %v: %w", cs[ci].name, bc, err)
+				}
+				if cs[ci].kind == kindBaseline && rr.errors > 0 {
+					return nil, fmt.Errorf("baseline %s, %v: %d errors: %w", cs[ci].name, bc, rr.errors, rr.firstErr)
+				}
+				res.cells[k][ci].runs = append(res.cells[k][ci].runs, rr)
+				rates[k][ci] = append(rates[k][ci], float64(rr.n)/rr.elapsed.Seconds())
+				fmt.Fprintf(&line, " %s %.0f/s;", cs[ci].name, rr.perSecond)
+			}
+			b := res.cells[k][bare].runs[r]
+			for ci := range cs {
+				c := res.cells[k][ci]
+				rr := c.runs[r]
+				c.vsBare = append(c.vsBare, rr.perSecond/b.perSecond)
+				c.p50VsBare = append(c.p50VsBare, float64(rr.p50)/float64(b.p50))
+			}
+			progress("round %d/%d %v:%s", r+1, o.rounds, bc, line.String())
+		}
+	}
+	for k, bc := range res.cases {
+		for ci, c := range cs {
+			var made int64
+			for _, r := range res.cells[k][ci].runs {
+				made += r.allowed + r.denied + r.errors
+			}
+			if made != res.planned[k][ci] {
+				return nil, fmt.Errorf("fixture: %s, %v: %d decisions made over the rounds, %d planned", c.name, bc, made, res.planned[k][ci])
+			}
+		}
+	}
+	return res, nil
+}
+
+func keyCaseIndex(kc keyCase) int {
+	for i, k := range keyCases {
+		if k == kc {
+			return i
+		}
+	}
+	panic("unknown key case " + kc.name)
+}
+
+// summary is a cell reduced to medians over its rounds, with counts summed.
+type summary struct {
+	perSecond, vsBare, p50VsBare, allocs float64
+	// the lowest and highest per-round ratios
+	vsBareLow, vsBareHigh, p50VsBareLow, p50VsBareHigh float64
+	p50, p99                                           time.Duration
+	decisions, denied, errors                          int64
+	firstErr                                           error
+}
+
+func (c *cell) summary() summary {
+	var ps, allocs, p50, p99 []float64
+	s := summary{vsBare: median(append([]float64(nil), c.vsBare...)), p50VsBare: median(append([]float64(nil), c.p50VsBare...))}
+	for _, r := range c.runs {
+		ps = append(ps, r.perSecond)
+		allocs = append(allocs, r.allocsPerDecision())
+		p50 = append(p50, float64(r.p50))
+		p99 = append(p99, float64(r.p99))
+		s.decisions += r.n
+		s.denied += r.denied
+		s.errors += r.errors
+		if s.firstErr == nil {
+			s.firstErr = r.firstErr
+		}
+	}
+	s.perSecond, s.allocs = median(ps), median(allocs)
+	s.vsBareLow, s.vsBareHigh = slices.Min(c.vsBare), slices.Max(c.vsBare)
+	s.p50VsBareLow, s.p50VsBareHigh = slices.Min(c.p50VsBare), slices.Max(c.p50VsBare)
+	s.p50, s.p99 = time.Duration(median(p50)), time.Duration(median(p99))
+	return s
+}

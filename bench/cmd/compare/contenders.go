@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/go-chi/httprate"
+	httprateredis "github.com/go-chi/httprate-redis"
+	"github.com/go-redis/redis_rate/v10"
+	goredislock "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/mennanov/limiters"
+	"github.com/redis/go-redis/v9"
+	"github.com/throttled/throttled/v2"
+	"github.com/throttled/throttled/v2/store/goredisstore.v9"
+	"github.com/ulule/limiter/v3"
+	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+// decideFunc makes one decision for key. Each goroutine of a run has its own.
+type decideFunc func(key string) (allowed bool, err error)
+
+type kind int
+
+const (
+	kindRatekit kind = iota
+	kindOther
+	kindBaseline
+)
+
+// contender is one limiter (or baseline) in the comparison.
+type contender struct {
+	name      string // row label
+	module    string // module path, for the version column
+	also      string // another module it needs, whose version is shown too
+	algorithm string
+	kind      kind
+	// windowed: counts in windows aligned to the clock, so the exactness
+	// check must not straddle a minute boundary.
+	windowed bool
+	// refills: a token bucket or GCRA, which admits limit/minute more units
+	// as time passes during the exactness check.
+	refills bool
+	// setup says how the contender is built and called, for the report.
+	setup string
+	// open sets the contender up on client with a limit of limit per minute
+	// and returns a constructor of per-goroutine decision functions.
+	open func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error)
+}
+
+var algConst = map[core.Algorithm]string{
+	core.GCRA: "GCRA", core.FixedWindow: "FixedWindow",
+	core.SlidingWindowLog: "SlidingWindowLog", core.SlidingWindowCounter: "SlidingWindowCounter",
+}
+
+func ratekitContender(alg core.Algorithm, windowed, refills bool) contender {
+	return contender{
+		name: "ratekit " + alg.String(), module: "github.com/ratekit/ratekit",
+		algorithm: alg.String(), kind: kindRatekit, windowed: windowed, refills: refills,
+		setup: "`core.NewRedisStore(client)`; `store.AllowN(ctx, key, core.PerMinute(n).WithAlgorithm(core." + algConst[alg] + "), 1)`",
+		open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
+			store := core.NewRedisStore(client)
+			l := core.PerMinute(limit).WithAlgorithm(alg)
+			if err := l.Validate(); err != nil {
+				return nil, err
+			}
+			return func() decideFunc {
+				return func(key string) (bool, error) {
+					r, err := store.AllowN(ctx, key, l, 1)
+					return r.Allowed, err
+				}
+			}, nil
+		},
+	}
+}
+
+// bareScript is the baseline: the least a Redis-backed counter can do in one
+// script call.
+var bareScript = redis.NewScript("local c = redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return c")
+
+// contenders returns every limiter and baseline of the comparison, in table
+// order. All of them share one go-redis client.
+func contenders() []contender {
+	return []contender{
+		ratekitContender(core.GCRA, false, true),
+		ratekitContender(core.FixedWindow, true, false),
+		ratekitContender(core.SlidingWindowLog, false, false),
+		ratekitContender(core.SlidingWindowCounter, true, false),
+		{
+			name: "redis_rate", module: "github.com/go-redis/redis_rate/v10",
+			setup:     "`redis_rate.NewLimiter(client).Allow(ctx, key, redis_rate.PerMinute(n))`",
+			algorithm: "gcra", kind: kindOther, refills: true,
+			open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
+				lim := redis_rate.NewLimiter(client)
+				l := redis_rate.PerMinute(limit)
+				return func() decideFunc {
+					return func(key string) (bool, error) {
+						r, err := lim.Allow(ctx, key, l)
+						if err != nil {
+							return false, err
+						}
+						return r.Allowed > 0, nil
+					}
+				}, nil
+			},
+		},
+		{
+			name: "throttled", module: "github.com/throttled/throttled/v2",
+			setup:     "`throttled.NewGCRARateLimiterCtx(goredisstore.NewCtx(client, prefix), RateQuota{PerMin(n), MaxBurst: n-1})`; `RateLimitCtx(ctx, key, 1)`",
+			algorithm: "gcra", kind: kindOther, refills: true,
+			open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
+				st, err := goredisstore.NewCtx(client, "cmp-throttled:")
+				if err != nil {
+					return nil, err
+				}
+				// a burst of limit-1 on top of the one request GCRA always
+				// allows: limit at once, then limit per minute
+				rl, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{MaxRate: throttled.PerMin(limit), MaxBurst: limit - 1})
+				if err != nil {
+					return nil, err
+				}
+				return func() decideFunc {
+					return func(key string) (bool, error) {
+						limited, _, err := rl.RateLimitCtx(ctx, key, 1)
+						if err != nil {
+							return false, err
+						}
+						return !limited, nil
+					}
+				}, nil
+			},
+		},
+		{
+			name: "ulule/limiter", module: "github.com/ulule/limiter/v3",
+			setup:     "`limiter.New(redis.NewStoreWithOptions(client, ...), Rate{Period: time.Minute, Limit: n}).Get(ctx, key)`",
+			algorithm: "fixed window (from first hit)", kind: kindOther,
+			open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
+				st, err := ulredis.NewStoreWithOptions(client, limiter.StoreOptions{Prefix: "cmp-ulule"})
+				if err != nil {
+					return nil, err
+				}
+				lim := limiter.New(st, limiter.Rate{Period: time.Minute, Limit: int64(limit)})
+				return func() decideFunc {
+					return func(key string) (bool, error) {
+						c, err := lim.Get(ctx, key)
+						if err != nil {
+							return false, err
+						}
+						return !c.Reached, nil
+					}
+				}, nil
+			},
+		},
+		{
+			name: "httprate-redis", module: "github.com/go-chi/httprate-redis", also: "github.com/go-chi/httprate",
+			setup:     "`httprate.NewRateLimiter(n, time.Minute, httprateredis.WithRedisLimitCounter(&Config{Client: client, FallbackDisabled: true}))`; `OnLimit(w, r, key)`",
+			algorithm: "sliding window counter", kind: kindOther, windowed: true,
+			open: func(_ context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
+				rl := httprate.NewRateLimiter(limit, time.Minute,
+					httprateredis.WithRedisLimitCounter(&httprateredis.Config{
+						Client: client, PrefixKey: "cmp-httprate",
+						// errors must reach us, not a local in-memory counter
+						FallbackDisabled: true,
+					}),
+					httprate.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {
+						w.(*responseRecorder).err = err
+					}))
+				return func() decideFunc {
+					// OnLimit is httprate's decision call; it takes the request
+					// and writes rate-limit headers to the response.
+					w := &responseRecorder{header: make(http.Header)}
+					r := httptest.NewRequest(http.MethodGet, "/", nil)
+					return func(key string) (bool, error) {
+						w.err = nil
+						limited := rl.OnLimit(w, r, key)
+						if w.err != nil {
+							return false, w.err
+						}
+						return !limited, nil
+					}
+				}, nil
+			},
+		},
+		{
+			name: "mennanov token bucket", module: "github.com/mennanov/limiters",
+			setup:     "a `Registry` of `NewTokenBucket(n, time.Minute/n, NewLockRedis(redsync pool, ...), NewTokenBucketRedis(client, key, time.Minute, false), ...)` per key; `Limit(ctx)`",
+			algorithm: "token bucket + redsync lock", kind: kindOther, refills: true,
+			open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
+				// one bucket per key, kept in a Registry, as in the library's
+				// own per-IP example
+				registry := limiters.NewRegistry()
+				clock := limiters.NewSystemClock()
+				logger := limiters.NewStdLogger()
+				pool := goredislock.NewPool(client)
+				refill := time.Minute / time.Duration(limit)
+				return func() decideFunc {
+					return func(key string) (bool, error) {
+						b := registry.GetOrCreate(key, func() any {
+							return limiters.NewTokenBucket(int64(limit), refill,
+								limiters.NewLockRedis(pool, "lock:"+key),
+								limiters.NewTokenBucketRedis(client, key, time.Minute, false),
+								clock, logger)
+						}, time.Minute, clock.Now()).(*limiters.TokenBucket)
+						return mennanovResult(b.Limit(ctx))
+					}
+				}, nil
+			},
+		},
+		{
+			name: "mennanov sliding window", module: "github.com/mennanov/limiters",
+			setup:     "a `Registry` of `NewSlidingWindow(n, time.Minute, NewSlidingWindowRedis(client, key), clock, 1e-9)` per key; `Limit(ctx)`",
+			algorithm: "sliding window counter", kind: kindOther, windowed: true,
+			open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
+				registry := limiters.NewRegistry()
+				clock := limiters.NewSystemClock()
+				return func() decideFunc {
+					return func(key string) (bool, error) {
+						w := registry.GetOrCreate(key, func() any {
+							return limiters.NewSlidingWindow(int64(limit), time.Minute,
+								limiters.NewSlidingWindowRedis(client, key), clock, 1e-9)
+						}, time.Minute, clock.Now()).(*limiters.SlidingWindow)
+						return mennanovResult(w.Limit(ctx))
+					}
+				}, nil
+			},
+		},
+		{
+			name: bareName, module: "github.com/redis/go-redis/v9",
+			setup:     "`bareScript.Run(ctx, client, []string{key}, 60000)`, go-redis EVALSHA of `local c = redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return c`",
+			algorithm: "one-line script, no decision", kind: kindBaseline,
+			open: func(ctx context.Context, client *redis.Client, _ int) (func() decideFunc, error) {
+				return func() decideFunc {
+					return func(key string) (bool, error) {
+						return true, bareScript.Run(ctx, client, []string{key}, 60_000).Err()
+					}
+				}, nil
+			},
+		},
+		{
+			name: "PING", module: "github.com/redis/go-redis/v9",
+			setup:     "`client.Ping(ctx)`",
+			algorithm: "round trip only", kind: kindBaseline,
+			open: func(ctx context.Context, client *redis.Client, _ int) (func() decideFunc, error) {
+				return func() decideFunc {
+					return func(string) (bool, error) { return true, client.Ping(ctx).Err() }
+				}, nil
+			},
+		},
+	}
+}
+
+const bareName = "bare INCR+PEXPIRE"
+
+func mennanovResult(_ time.Duration, err error) (bool, error) {
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, limiters.ErrLimitExhausted):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// responseRecorder is the least http.ResponseWriter httprate's OnLimit
+// needs; it also carries the error its error handler reports.
+type responseRecorder struct {
+	header http.Header
+	err    error
+}
+
+func (w *responseRecorder) Header() http.Header         { return w.header }
+func (w *responseRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (w *responseRecorder) WriteHeader(int)             {}
+
+// find returns the contender named name.
+func find(name string) (contender, error) {
+	for _, c := range contenders() {
+		if c.name == name {
+			return c, nil
+		}
+	}
+	return contender{}, fmt.Errorf("no contender named %q", name)
+}

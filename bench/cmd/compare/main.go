@@ -1,0 +1,293 @@
+// Command compare measures ratekit's Redis algorithms against other Go rate
+// limiters on Redis, and against two baselines through the same go-redis
+// client: a one-line INCR+PEXPIRE script and a PING.
+//
+// In one run it starts its own redis-server on a free loopback port (and
+// kills it by pid at the end), and measures every contender at 1, 16, 64
+// and 256 goroutines, on one hot key and on 100,000 keys, in interleaved
+// rounds: within a round every contender runs once per case, so that each
+// ratio to the bare script compares runs made moments apart. It reports
+// medians over the rounds. Then it checks, for every limiter, how many
+// requests 4 processes sharing one key and a limit of 1000 per minute get
+// through.
+//
+//	go run ./cmd/compare -rounds 3 -duration 1s -out ../docs/benchmarks.md
+//	go run ./cmd/compare -quick -out /dev/null   # seconds; for CI
+//
+// The figures are only comparable within one run: on a shared machine take
+// the ratios, not the absolute numbers.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+var (
+	goroutineCounts = []int{1, 16, 64, 256}
+	// benchLimit is the limit of the throughput runs, per minute: far above
+	// what any run reaches, so the allowing path is what is measured.
+	benchLimit = 1_000_000_000
+)
+
+const manyKeys = 100_000
+
+// quickExtra is how many decisions more than goroutines a run makes with
+// -quick.
+const quickExtra = 16
+
+type options struct {
+	rounds   int
+	duration time.Duration
+	quick    bool
+	out      string
+	cmdline  string
+	note     string
+	noExact  bool
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.rounds, "rounds", 3, "interleaved rounds; figures are medians over them")
+	flag.DurationVar(&o.duration, "duration", time.Second, "target length of one contender's run on one case")
+	flag.BoolVar(&o.quick, "quick", false, "tiny fixed counts instead of timed runs: checks that everything works, in seconds")
+	flag.StringVar(&o.out, "out", "", "write the markdown report to this file (default: standard output)")
+	flag.StringVar(&o.cmdline, "cmdline", "", "command line to print in the report (default: this one)")
+	flag.StringVar(&o.note, "note", "", "a note on the machine, printed in the report")
+	flag.BoolVar(&o.noExact, "no-exact", false, "skip the cross-process exactness check")
+	var child childFlags
+	child.register()
+	flag.Parse()
+
+	if child.name != "" {
+		if err := runChild(child); err != nil {
+			fmt.Fprintln(os.Stderr, "compare (child):", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if o.rounds < 1 {
+		fmt.Fprintln(os.Stderr, "compare: -rounds must be at least 1")
+		os.Exit(2)
+	}
+	if o.cmdline == "" {
+		o.cmdline = strings.TrimSpace("go run ./cmd/compare " + strings.Join(os.Args[1:], " "))
+	}
+	if err := compare(o); err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// keyCase is one of the two key sets.
+type keyCase struct {
+	name  string
+	count int
+}
+
+var keyCases = []keyCase{{"hot", 1}, {"100k", manyKeys}}
+
+// benchCase is one (key set, goroutines) pair.
+type benchCase struct {
+	keys keyCase
+	g    int
+}
+
+func (c benchCase) String() string { return fmt.Sprintf("%s g=%d", c.keys.name, c.g) }
+
+func cases() []benchCase {
+	var cs []benchCase
+	for _, k := range keyCases {
+		for _, g := range goroutineCounts {
+			cs = append(cs, benchCase{k, g})
+		}
+	}
+	return cs
+}
+
+// slug turns a contender's name into a key prefix.
+func slug(name string) string {
+	return strings.NewReplacer(" ", "-", "/", "-", "+", "-").Replace(strings.ToLower(name))
+}
+
+// keyFor returns the storage key of identity for contender c. Every
+// contender has keys of its own, since each keeps its own kind of value.
+// ratekit and the bare script get keys built by core.Key; the other
+// libraries add their own prefixes to what they are given.
+func keyFor(c contender, identity string) (string, error) {
+	if c.kind == kindOther {
+		return "cmp-" + slug(c.name) + ":" + identity, nil
+	}
+	return core.Key("cmp-"+slug(c.name)+":", "api", identity)
+}
+
+// keySet holds distinct keys in one string, cut at ends: key i is
+// all[ends[i-1]:ends[i]]. Holding no pointer per key, it gives the garbage
+// collector nothing to mark, so a collection costs the same whatever the
+// number of keys.
+type keySet struct {
+	all  string
+	ends []int32
+}
+
+func (ks *keySet) len() int { return len(ks.ends) }
+
+func (ks *keySet) key(i int) string {
+	start := int32(0)
+	if i > 0 {
+		start = ks.ends[i-1]
+	}
+	return ks.all[start:ks.ends[i]]
+}
+
+// buildKeys returns count keys of c and checks that they are distinct.
+func buildKeys(c contender, count int) (*keySet, error) {
+	var all strings.Builder
+	ends := make([]int32, count)
+	for i := range ends {
+		id := "ip:hot"
+		if count > 1 {
+			id = fmt.Sprintf("ip:10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+		}
+		k, err := keyFor(c, id)
+		if err != nil {
+			return nil, err
+		}
+		all.WriteString(k)
+		ends[i] = int32(all.Len())
+	}
+	ks := &keySet{all: all.String(), ends: ends}
+	seen := make(map[string]struct{}, count)
+	for i := range count {
+		seen[ks.key(i)] = struct{}{}
+	}
+	if len(seen) != count {
+		return nil, fmt.Errorf("fixture: %s: %d distinct keys, want %d", c.name, len(seen), count)
+	}
+	return ks, nil
+}
+
+// singleKey returns a set of one key.
+func singleKey(k string) *keySet { return &keySet{all: k, ends: []int32{int32(len(k))}} }
+
+func newClient(addr string, poolSize int) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
+}
+
+func compare(o options) (err error) {
+	started := time.Now()
+	srv, err := startServer()
+	if err != nil {
+		return err
+	}
+	progress("redis-server pid %d on %s", srv.cmd.Process.Pid, srv.addr)
+	defer func() {
+		if stopErr := srv.stop(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}()
+	ctx := context.Background()
+	// one client for every contender, with a connection for each goroutine
+	client := newClient(srv.addr, 256)
+	defer client.Close()
+
+	rep := &report{opts: o, started: started, cases: cases()}
+	rep.redisVersion = redisVersion(ctx, client)
+
+	cs := contenders()
+	if err := selfCheck(ctx, client, cs); err != nil {
+		return err
+	}
+	progress("self-check passed: every limiter admits 3 of 5 calls under a limit of 3")
+
+	bench, err := measure(ctx, client, cs, o)
+	if err != nil {
+		return err
+	}
+	rep.bench = bench
+
+	if !o.noExact {
+		if err := client.FlushAll(ctx).Err(); err != nil {
+			return err
+		}
+		ex, err := exactness(ctx, srv.addr, client, cs, o.quick)
+		if err != nil {
+			return err
+		}
+		rep.exact = ex
+	}
+	rep.finished = time.Now()
+
+	w := os.Stdout
+	if o.out != "" {
+		f, err := os.Create(o.out)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+		w = f
+	}
+	if err := rep.write(w); err != nil {
+		return err
+	}
+	progress("done in %v", time.Since(started).Round(time.Second))
+	return rep.failure()
+}
+
+// selfCheck verifies that each limiter is wired the right way round: under a
+// limit of 3 per minute, 5 calls in a row on a fresh key make 3 allowed and
+// 2 denied decisions, as the harness counts them.
+func selfCheck(ctx context.Context, client *redis.Client, cs []contender) error {
+	for _, c := range cs {
+		open, err := c.open(ctx, client, 3)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		key, err := keyFor(c, "selfcheck")
+		if err != nil {
+			return err
+		}
+		r := run(open, singleKey(key), 0, 1, 5, nil, nil)
+		if err := r.check(); err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		want := runResult{allowed: 3, denied: 2}
+		if c.kind == kindBaseline {
+			want = runResult{allowed: 5}
+		}
+		if r.errors > 0 || r.allowed != want.allowed || r.denied != want.denied {
+			return fmt.Errorf("fixture: %s under a limit of 3: %d allowed, %d denied, %d errors (%v); want %d allowed, %d denied",
+				c.name, r.allowed, r.denied, r.errors, r.firstErr, want.allowed, want.denied)
+		}
+	}
+	return nil
+}
+
+func redisVersion(ctx context.Context, client *redis.Client) string {
+	info, err := client.Info(ctx, "server").Result()
+	if err != nil {
+		return "unknown"
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "unknown"
+}

@@ -1,0 +1,375 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type report struct {
+	opts              options
+	started, finished time.Time
+	redisVersion      string
+	cases             []benchCase
+	bench             *benchResults
+	exact             []exactResult
+}
+
+// write renders the report as markdown.
+func (rep *report) write(out io.Writer) error {
+	w := bufio.NewWriter(out)
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	o := rep.opts
+	cs := rep.bench.contenders
+
+	p("# Benchmarks: ratekit and other Go rate limiters on Redis")
+	p("")
+	p("<!-- Written by bench/run.sh (bench/cmd/compare); edits by hand are lost on the next run. -->")
+	p("")
+	p("Command: `%s`, from `bench/`. Run on %s; it took %v.",
+		o.cmdline, rep.started.UTC().Format("2006-01-02 15:04 MST"), rep.finished.Sub(rep.started).Round(time.Second))
+	p("")
+	machine := fmt.Sprintf("%s/%s, %d CPUs (GOMAXPROCS %d)", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	if m := cpuModel(); m != "" {
+		machine += ", " + m
+	}
+	p("Machine: %s; %s; redis-server %s on loopback, started by the program, no persistence, sharing the CPUs with the clients.", machine, runtime.Version(), rep.redisVersion)
+	if o.note != "" {
+		p("%s", o.note)
+	}
+	if o.quick {
+		p("")
+		p("**Quick mode: a handful of decisions per run. These figures check that the program works; they measure nothing.**")
+	}
+	p("")
+	p("Absolute figures depend on the machine and on whatever else it was doing; the **ratios** are what")
+	p("to read. Each ratio divides a contender's decisions/s by the bare script's on the same case in the")
+	p("same round, runs made seconds apart, and is the median of %d rounds.", o.rounds)
+	p("")
+
+	rep.headline(p)
+
+	p("## What is measured")
+	p("")
+	p("- One redis-server, one go-redis v9 client (`PoolSize` 256) shared by every contender: ratekit, the")
+	p("  libraries that take a go-redis client, and the two baselines. Limits are per minute, the same")
+	p("  rate for everyone: %s per minute in the throughput runs, so that the allowing path is what is", thousands(float64(benchLimit)))
+	p("  measured (denials are still counted and shown), and %d per minute in the exactness check.", exactLimit)
+	p("- Cases: %s goroutines, each on one hot key and on %s keys (distinct identities, keys taken in", joinInts(goroutineCounts), thousands(manyKeys))
+	p("  turn, so concurrent calls hit different keys). Every contender has keys of its own.")
+	if o.quick {
+		p("- Quick mode: each run makes goroutines + %d decisions.", quickExtra)
+	} else {
+		p("- Each run makes a number of decisions fixed before it starts: the median rate of that contender")
+		p("  on that case so far, warm-up included, times %v, so that a run lasts about that long. The", o.duration)
+		p("  warm-up also opens the pool's connections and loads the scripts.")
+	}
+	p("- Rounds: in each of %d rounds every contender runs once on every case, the order rotating from", o.rounds)
+	p("  round to round and case to case. Figures are medians over the rounds; denials and errors are")
+	p("  summed over them.")
+	p("- decisions/s counts allowed and denied decisions (not errors) over the run's wall time. p50 and p99")
+	p("  are of every call's latency in the run. allocs/decision is the heap allocations of the whole")
+	p("  process during the run (`runtime.MemStats.Mallocs`) over the calls made; the measuring loop")
+	p("  itself allocates nothing, but go-redis's and the runtime's background work is included.")
+	p("- Fixture checks, which stop the program when they fail: each key set holds exactly 1 or %s", thousands(manyKeys))
+	p("  distinct keys; every planned call is made and counted as allowed, denied or error; the baselines")
+	p("  never fail; and, before anything is measured, each limiter under a limit of 3 per minute")
+	p("  admits exactly 3 of 5 calls on a fresh key, so allowed and denied are read the right way round.")
+	p("")
+
+	p("## Contenders")
+	p("")
+	p("| contender | module | version | algorithm | set up and called as |")
+	p("|---|---|---|---|---|")
+	versions := moduleVersions()
+	for _, c := range cs {
+		v := versions[c.module]
+		if c.also != "" {
+			v += fmt.Sprintf(" (with `%s` %s)", c.also, versions[c.also])
+		}
+		p("| %s | `%s` | %s | %s | %s |", c.name, c.module, v, c.algorithm, c.setup)
+	}
+	p("")
+
+	p("## Decisions/s as a multiple of the bare script")
+	p("")
+	p("Median over rounds of (contender's decisions/s) / (bare INCR+PEXPIRE script's decisions/s), same case,")
+	p("same round. Above 1 is faster than the bare script.")
+	p("")
+	header := "| contender |"
+	sep := "|---|"
+	for _, bc := range rep.cases {
+		header += " " + bc.String() + " |"
+		sep += "---:|"
+	}
+	p("%s", header)
+	p("%s", sep)
+	for ci, c := range cs {
+		row := "| " + c.name + " |"
+		for k := range rep.cases {
+			row += " " + ratio(rep.bench.cells[k][ci].summary().vsBare) + " |"
+		}
+		p("%s", row)
+	}
+	p("")
+
+	p("## Each case")
+	p("")
+	p("× bare: decisions/s over the bare script's (higher is faster); p50 × bare: median latency over the")
+	p("bare script's (lower is faster); both medians of per-round ratios. calls: all calls over all rounds.")
+	for k, bc := range rep.cases {
+		p("")
+		keys := "one hot key"
+		if bc.keys.count > 1 {
+			keys = thousands(float64(bc.keys.count)) + " keys"
+		}
+		p("### %s, %d goroutine%s", keys, bc.g, plural(bc.g))
+		p("")
+		p("| contender | decisions/s | × bare | p50 | p99 | p50 × bare | allocs/decision | calls | denied | errors |")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		for ci, c := range cs {
+			s := rep.bench.cells[k][ci].summary()
+			p("| %s | %s | %s | %s | %s | %s | %.1f | %s | %d | %d |", c.name, thousands(s.perSecond), ratio(s.vsBare),
+				dur(s.p50), dur(s.p99), ratio(s.p50VsBare), s.allocs, thousands(float64(s.decisions)), s.denied, s.errors)
+		}
+	}
+	p("")
+	var errNotes []string
+	for ci, c := range cs {
+		for k, bc := range rep.cases {
+			if s := rep.bench.cells[k][ci].summary(); s.errors > 0 {
+				errNotes = append(errNotes, fmt.Sprintf("- %s, %v: %d errors; the first: `%s`", c.name, bc, s.errors, oneLine(s.firstErr)))
+			}
+		}
+	}
+	if len(errNotes) > 0 {
+		p("Errors (calls that returned an error instead of a decision; their latency is in p50/p99):")
+		p("")
+		for _, n := range errNotes {
+			p("%s", n)
+		}
+		p("")
+	}
+
+	if rep.exact != nil {
+		p("## Exactness across processes")
+		p("")
+		attempts, maxTime := exactPlan(o.quick)
+		p("%d processes of this program (re-executed as children), %d goroutines each, share one key on", exactProcesses, exactGoroutines)
+		p("the one redis-server, under a limit of %d per minute, starting together on a fresh key. Each", exactLimit)
+		p("process makes up to %d calls, within %v. An exact limiter admits %d. GCRA and token buckets", attempts, maxTime, exactLimit)
+		p("refill %d per minute as time passes, so they may admit up to the bound: %d + the window", exactLimit, exactLimit)
+		p("(first call to last, over all processes) / %v. Limiters whose windows are aligned to the", time.Minute/exactLimit)
+		p("clock start at least %v before a minute ends, so that no window edge falls in the check.", exactStartDelay+maxTime+exactMargin)
+		p("")
+		p("| limiter | algorithm | calls | admitted | denied | errors | window | bound | verdict |")
+		p("|---|---|---:|---:|---:|---:|---:|---:|---|")
+		for _, r := range rep.exact {
+			p("| %s | %s | %d | %d | %d | %d | %s | %d | %s |", r.c.name, r.c.algorithm, r.attempts, r.allowed, r.denied,
+				r.errors, r.window.Round(time.Millisecond), r.bound, r.verdict())
+		}
+		p("")
+		for _, r := range rep.exact {
+			if r.errors > 0 {
+				p("- %s: %d errors; the first: `%s`", r.c.name, r.errors, oneLine(errors.New(r.firstErr)))
+			}
+		}
+		p("")
+	}
+
+	p("## Notes")
+	p("")
+	for _, n := range notes {
+		p("- %s", n)
+	}
+	return w.Flush()
+}
+
+// headline writes ratekit's GCRA against the bare script, case by case: the
+// figures to quote.
+func (rep *report) headline(p func(string, ...any)) {
+	cs := rep.bench.contenders
+	gcra := -1
+	for ci, c := range cs {
+		if c.kind == kindRatekit && c.algorithm == "gcra" {
+			gcra = ci
+		}
+	}
+	if gcra < 0 {
+		return
+	}
+	p("## Headline: ratekit GCRA against the bare script")
+	p("")
+	p("ratekit's default algorithm, one `RedisStore.AllowN` call per decision, as a multiple of the bare")
+	p("INCR+PEXPIRE script through the same client (medians of per-round ratios; see below for the rest).")
+	p("For decisions/s above 1 is faster than the bare script; for latency above 1 is slower. In")
+	p("brackets, the lowest and highest of the %d per-round ratios: how much the machine's noise moved them.", rep.opts.rounds)
+	p("")
+	header, sep := "| |", "|---|"
+	for _, g := range goroutineCounts {
+		header += fmt.Sprintf(" %d goroutine%s |", g, plural(g))
+		sep += "---:|"
+	}
+	p("%s", header)
+	p("%s", sep)
+	for _, kc := range keyCases {
+		what := "one hot key"
+		if kc.count > 1 {
+			what = thousands(float64(kc.count)) + " keys"
+		}
+		tput, lat := "| decisions/s, "+what+" |", "| p50 latency, "+what+" |"
+		for k, bc := range rep.cases {
+			if bc.keys != kc {
+				continue
+			}
+			s := rep.bench.cells[k][gcra].summary()
+			tput += fmt.Sprintf(" %s (%.2f–%.2f) |", ratio(s.vsBare), s.vsBareLow, s.vsBareHigh)
+			lat += fmt.Sprintf(" %s (%.2f–%.2f) |", ratio(s.p50VsBare), s.p50VsBareLow, s.p50VsBareHigh)
+		}
+		p("%s", tput)
+		p("%s", lat)
+	}
+	p("")
+}
+
+// notes explain settings and what the figures include.
+var notes = []string{
+	"Every library is used through its documented entry point with its defaults, except where a " +
+		"setting makes the comparison like for like: one shared client with a pool of 256 " +
+		"connections wherever a library takes a go-redis client (all of them here), and " +
+		"`FallbackDisabled` for httprate-redis, so that its Redis errors are counted instead of " +
+		"being answered by a local in-memory counter.",
+	"httprate's decision call, `OnLimit`, takes an `http.ResponseWriter` and an `*http.Request` and " +
+		"writes rate-limit headers on every call; its allocations include that. httprate is at its " +
+		"newest version rather than the older one httprate-redis requires. A `RateLimiter` holds a " +
+		"mutex around the read (`MGET`) and the increment (`MULTI INCRBY EXPIRE EXEC`), so it " +
+		"makes one decision at a time, for any key, two round trips each, whatever the goroutine " +
+		"count; across processes the read and the increment are separate commands.",
+	"throttled's GCRA reads (`TIME` and `GET` in a pipeline) and then writes by compare-and-swap " +
+		"(`EVAL` of the whole script, no `EVALSHA`), retrying up to 10 times: on a hot key, " +
+		"concurrent callers make it retry and, past 10, return an error, which shows in the errors column.",
+	"mennanov/limiters' token bucket takes a redsync lock on Redis around a read and a " +
+		"transactional write (four round trips), and a local mutex per bucket; its buckets and sliding " +
+		"windows are objects bound to one key, kept in the library's `Registry` as in its own per-IP " +
+		"example, so the first call for a key creates one (allocations in the first round on 100k keys).",
+	"ulule/limiter's window starts at a key's first hit (`INCRBY`, then `PEXPIRE` on the first), so " +
+		"it is a fixed window per key, not aligned to the clock; it counts denied calls too.",
+	"The bare script is not a limiter: it counts and never denies. It is the floor for a decision " +
+		"made by one script call through go-redis; PING is the floor for any round trip.",
+	"ratekit's sliding-window log keeps one sorted-set member per admitted unit over the last " +
+		"period; at the throughput runs' limit that is every call of the last minute, so on the hot " +
+		"key it works on a set of up to a minute of traffic.",
+	"redis-server runs on the same CPUs as the clients: with few cores, the client side's CPU " +
+		"time per decision (allocations, parsing, extra round trips) lowers every figure, the " +
+		"server's share included.",
+	"Libraries left out: none; all build with Go 1.26. Their versions are pinned in `bench/go.mod`.",
+}
+
+// failure returns an error if ratekit failed a check that is not about
+// timings: an error in any call, or more admitted than the limit allows.
+func (rep *report) failure() error {
+	var errs []error
+	for ci, c := range rep.bench.contenders {
+		if c.kind != kindRatekit {
+			continue
+		}
+		for k, bc := range rep.cases {
+			if s := rep.bench.cells[k][ci].summary(); s.errors > 0 {
+				errs = append(errs, fmt.Errorf("%s, %v: %d errors: %w", c.name, bc, s.errors, s.firstErr))
+			}
+		}
+	}
+	for _, r := range rep.exact {
+		if r.c.kind == kindRatekit && (r.errors > 0 || r.allowed > r.bound || r.attempts >= r.bound && r.allowed < exactLimit) {
+			errs = append(errs, fmt.Errorf("exactness of %s: %d admitted of %d calls, bound %d, %d errors (%s)",
+				r.c.name, r.allowed, r.attempts, r.bound, r.errors, r.firstErr))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// moduleVersions maps module paths to the versions built into this binary.
+func moduleVersions() map[string]string {
+	v := map[string]string{"github.com/ratekit/ratekit": "this tree"}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	for _, d := range bi.Deps {
+		if d.Replace == nil {
+			v[d.Path] = d.Version
+		}
+	}
+	return v
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func ratio(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) + "×" }
+
+func dur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	}
+}
+
+func thousands(x float64) string {
+	s := strconv.FormatInt(int64(x+0.5), 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func oneLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := strings.Join(strings.Fields(err.Error()), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return strings.ReplaceAll(s, "`", "'")
+}

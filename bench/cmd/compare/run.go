@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// runResult is one measured run of one contender on one case.
+type runResult struct {
+	n         int64 // planned decisions
+	allowed   int64
+	denied    int64
+	errors    int64
+	firstErr  error
+	elapsed   time.Duration
+	mallocs   uint64 // heap allocations of the whole process during the run
+	p50, p99  time.Duration
+	perSecond float64 // decisions (allowed + denied) per second
+}
+
+func (r runResult) allocsPerDecision() float64 { return float64(r.mallocs) / float64(r.n) }
+
+// run makes n decisions from g goroutines, each with its own decideFunc
+// from newWorker, taking keys in turn from keys starting at base. Each
+// goroutine takes the index of its next decision from a shared counter, so
+// all g stay busy to the end. It records every decision's latency in
+// lat[index] (lat must hold n entries; nil records none).
+//
+// If stop is not nil, the goroutines also end once it is set; then fewer
+// than n decisions may be made, and r.n is what was made.
+//
+// The loop allocates nothing of its own: goroutines, decision functions and
+// the latency slice exist before the clock starts, and counts are kept in
+// locals until the end.
+func run(newWorker func() decideFunc, keys *keySet, base, g int, n int64, lat []time.Duration, stop *atomic.Bool) runResult {
+	var (
+		next                  atomic.Int64
+		allowed, denied, errs atomic.Int64
+		firstErr              atomic.Pointer[error]
+		ready, wg             sync.WaitGroup
+		startGate             = make(chan struct{})
+	)
+	ready.Add(g)
+	for range g {
+		decide := newWorker()
+		wg.Go(func() {
+			var a, d, e int64
+			ready.Done()
+			<-startGate
+			for {
+				if stop != nil && stop.Load() {
+					break
+				}
+				i := next.Add(1) - 1
+				if i >= n {
+					break
+				}
+				key := keys.key(int((int64(base) + i) % int64(keys.len())))
+				t0 := time.Now()
+				ok, err := decide(key)
+				if lat != nil {
+					lat[i] = time.Since(t0)
+				}
+				switch {
+				case err != nil:
+					e++
+					if firstErr.Load() == nil {
+						first := err // escapes only here, off the common path
+						firstErr.CompareAndSwap(nil, &first)
+					}
+				case ok:
+					a++
+				default:
+					d++
+				}
+			}
+			allowed.Add(a)
+			denied.Add(d)
+			errs.Add(e)
+		})
+	}
+	ready.Wait()
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	begin := time.Now()
+	close(startGate)
+	wg.Wait()
+	elapsed := time.Since(begin)
+	runtime.ReadMemStats(&after)
+
+	r := runResult{
+		n:       n,
+		allowed: allowed.Load(), denied: denied.Load(), errors: errs.Load(),
+		elapsed: elapsed,
+		mallocs: after.Mallocs - before.Mallocs,
+	}
+	if p := firstErr.Load(); p != nil {
+		r.firstErr = *p
+	}
+	if stop != nil {
+		r.n = r.allowed + r.denied + r.errors
+	}
+	r.perSecond = float64(r.allowed+r.denied) / elapsed.Seconds()
+	if lat != nil {
+		s := lat[:n]
+		slices.Sort(s)
+		r.p50, r.p99 = quantile(s, 0.50), quantile(s, 0.99)
+	}
+	return r
+}
+
+// check verifies the fixture after a run: every planned decision was made.
+func (r runResult) check() error {
+	if got := r.allowed + r.denied + r.errors; got != r.n {
+		return fmt.Errorf("fixture: %d decisions made, want %d", got, r.n)
+	}
+	return nil
+}
+
+// quantile returns the q-quantile of sorted s, by the nearest rank.
+func quantile(s []time.Duration, q float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count); xs is reordered.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	m := len(xs) / 2
+	if len(xs)%2 == 1 {
+		return xs[m]
+	}
+	return (xs[m-1] + xs[m]) / 2
+}

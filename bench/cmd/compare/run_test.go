@@ -1,0 +1,107 @@
+package main
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// The measuring loop must not allocate, or it would count against every
+// contender's allocations per decision.
+func TestRunAllocatesNothingPerDecision(t *testing.T) {
+	keys := &keySet{all: "abc", ends: []int32{1, 2, 3}}
+	noop := func() decideFunc {
+		return func(key string) (bool, error) { return key != "c", nil }
+	}
+	const n = 30_000
+	lat := make([]time.Duration, n)
+	r := run(noop, keys, 0, 1, n, lat, nil)
+	if err := r.check(); err != nil {
+		t.Fatal(err)
+	}
+	if r.allowed != 2*n/3 || r.denied != n/3 || r.errors != 0 {
+		t.Errorf("allowed %d, denied %d, errors %d; want %d, %d, 0", r.allowed, r.denied, r.errors, 2*n/3, n/3)
+	}
+	if a := r.allocsPerDecision(); a > 0.01 {
+		t.Errorf("%.3f allocations per decision by the runner itself", a)
+	}
+}
+
+func TestRunCountsErrorsAndEveryCall(t *testing.T) {
+	boom := errors.New("boom")
+	r := run(func() decideFunc {
+		return func(key string) (bool, error) {
+			if key == "bad" {
+				return false, boom
+			}
+			return true, nil
+		}
+	}, &keySet{all: "okbad", ends: []int32{2, 5}}, 1, 8, 1001, nil, nil)
+	if err := r.check(); err != nil {
+		t.Fatal(err)
+	}
+	if r.errors != 501 || r.allowed != 500 || !errors.Is(r.firstErr, boom) {
+		t.Errorf("errors %d (first %v), allowed %d; want 501 (boom), 500", r.errors, r.firstErr, r.allowed)
+	}
+}
+
+func TestQuantileAndMedian(t *testing.T) {
+	s := make([]time.Duration, 100)
+	for i := range s {
+		s[i] = time.Duration(i + 1)
+	}
+	if q := quantile(s, 0.5); q != 50 {
+		t.Errorf("p50 of 1..100 = %d, want 50", q)
+	}
+	if q := quantile(s, 0.99); q != 99 {
+		t.Errorf("p99 of 1..100 = %d, want 99", q)
+	}
+	if m := median([]float64{3, 1, 2}); m != 2 {
+		t.Errorf("median = %v, want 2", m)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median = %v, want 2.5", m)
+	}
+}
+
+func TestBuildKeysDistinct(t *testing.T) {
+	for _, c := range contenders() {
+		for _, kc := range keyCases {
+			keys, err := buildKeys(c, kc.count)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if keys.len() != kc.count {
+				t.Fatalf("%s: %d keys, want %d", c.name, keys.len(), kc.count)
+			}
+			if kc.count > 1 && keys.key(1) != mustKey(t, c, "ip:10.0.0.1") {
+				t.Fatalf("%s: key 1 is %q", c.name, keys.key(1))
+			}
+		}
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		r    exactResult
+		want string
+	}{
+		{exactResult{attempts: 5000, allowed: 1000, bound: 1000}, "exact"},
+		{exactResult{attempts: 5000, allowed: 1010, bound: 1016}, "within refill"},
+		{exactResult{attempts: 5000, allowed: 1200, bound: 1000}, "**over by 200**"},
+		{exactResult{attempts: 5000, allowed: 900, bound: 1000}, "under by 100"},
+		{exactResult{attempts: 800, allowed: 800, bound: 1000}, "inconclusive: fewer attempts than the limit"},
+	} {
+		if got := tc.r.verdict(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.r, got, tc.want)
+		}
+	}
+}
+
+func mustKey(t *testing.T, c contender, id string) string {
+	k, err := keyFor(c, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs the comparison benchmark (bench/cmd/compare) in full and writes its
+# report to docs/benchmarks.md. It starts and stops its own redis-server.
+#
+#   bench/run.sh                         # 7 rounds of 500ms runs: about 7 minutes
+#   ROUNDS=9 DURATION=2s bench/run.sh    # longer, steadier
+#   BENCH_NOTE="8 dedicated cores" bench/run.sh
+#
+# BENCH_NOTE describes the machine in the report. The figures are only
+# comparable within one run; the report's ratios are what to quote.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+rounds="${ROUNDS:-7}"
+duration="${DURATION:-500ms}"
+note="${BENCH_NOTE:-$(nproc) CPUs, possibly shared with other work.}"
+out=../docs/benchmarks.md
+args=(-rounds "$rounds" -duration "$duration" "$@")
+
+go run ./cmd/compare "${args[@]}" \
+  -cmdline "bench/run.sh, which runs: go run ./cmd/compare ${args[*]}" \
+  -note "$note" -out "$out.tmp"
+mv "$out.tmp" "$out"
+echo "wrote docs/benchmarks.md" >&2

@@ -1,0 +1,594 @@
+package core_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+// errDown is the error of a fakeStore that fails.
+var errDown = errors.New("fake store: connection refused")
+
+// Modes of a fakeStore.
+const (
+	modeOK    = iota // answer from a MemoryStore
+	modeFail         // fail at once with errDown
+	modeHang         // block until released, ignoring the context, as a go-redis client without ContextTimeoutEnabled does against a stopped server
+	modeStall        // block until the context ends, as a client with ContextTimeoutEnabled does
+	modePanic        // panic
+)
+
+// requestKey marks the contexts of the test's own Check calls, so that a
+// fakeStore tells them from the breaker's probes.
+type requestKey struct{}
+
+// fakeStore is a Store whose behaviour a test switches while it runs.
+type fakeStore struct {
+	mem     *core.MemoryStore
+	mode    atomic.Int32
+	release chan struct{} // closed to end every modeHang call
+
+	requests    atomic.Int64 // calls from the test's Checks
+	probes      atomic.Int64 // calls from the breaker
+	inflight    atomic.Int64
+	maxInflight atomic.Int64
+}
+
+func newFakeStore(t *testing.T, mode int32) *fakeStore {
+	s := &fakeStore{mem: core.NewMemoryStore(), release: make(chan struct{})}
+	s.mode.Store(mode)
+	t.Cleanup(func() { s.mem.Close() })
+	return s
+}
+
+// unblock ends every modeHang call, past and future.
+func (s *fakeStore) unblock() {
+	select {
+	case <-s.release:
+	default:
+		close(s.release)
+	}
+}
+
+func (s *fakeStore) AllowN(ctx context.Context, key string, limit core.Limit, n int) (core.Result, error) {
+	res, err := s.AllowAllN(ctx, []core.Check{{Key: key, Limit: limit}}, n)
+	if err != nil {
+		return core.Result{}, err
+	}
+	return res[0], nil
+}
+
+func (s *fakeStore) AllowAllN(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+	if ctx.Value(requestKey{}) != nil {
+		s.requests.Add(1)
+	} else {
+		s.probes.Add(1)
+	}
+	in := s.inflight.Add(1)
+	defer s.inflight.Add(-1)
+	for {
+		m := s.maxInflight.Load()
+		if in <= m || s.maxInflight.CompareAndSwap(m, in) {
+			break
+		}
+	}
+	switch s.mode.Load() {
+	case modeFail:
+		return nil, errDown
+	case modeHang:
+		<-s.release
+		return nil, errDown
+	case modeStall:
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case modePanic:
+		panic("fake store: boom")
+	}
+	return s.mem.AllowAllN(ctx, checks, n)
+}
+
+// staticRequest is a core.Request that carries only its context.
+type staticRequest struct{ ctx context.Context }
+
+func (r staticRequest) Context() context.Context   { return r.ctx }
+func (staticRequest) Method() string               { return "GET" }
+func (staticRequest) Path() string                 { return "/" }
+func (staticRequest) Route() string                { return "/" }
+func (staticRequest) Header(string) string         { return "" }
+func (staticRequest) HeaderValues(string) []string { return nil }
+func (staticRequest) Query(string) string          { return "" }
+func (staticRequest) RemoteAddr() string           { return "192.0.2.1:1234" }
+
+// requestCtx returns a context marked as a test request.
+func requestCtx() context.Context {
+	return context.WithValue(context.Background(), requestKey{}, true)
+}
+
+// rule returns a rule named name that limits the identity id by limit.
+func rule(name string, limit core.Limit, id string) core.Rule {
+	return core.Rule{Name: name, Limit: limit, Key: func(core.Request) (string, error) { return id, nil }}
+}
+
+// newLimiter returns a Limiter over store, closed when the test ends.
+func newLimiter(t *testing.T, store core.Store, opts ...core.LimiterOption) *core.Limiter {
+	t.Helper()
+	l, err := core.NewLimiter(store, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// check runs one Check of rules with a request context.
+func check(t *testing.T, l *core.Limiter, rules ...core.Rule) (core.Decision, error) {
+	t.Helper()
+	ctx := requestCtx()
+	return l.Check(ctx, staticRequest{ctx}, rules)
+}
+
+func TestFailurePolicies(t *testing.T) {
+	limit := core.PerMinute(100)
+	tests := []struct {
+		policy      core.FailurePolicy
+		wantAllowed bool
+		wantErr     bool
+	}{
+		{core.FailLocal, true, false},
+		{core.FailOpen, true, false},
+		{core.FailClosed, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.policy.String(), func(t *testing.T) {
+			for _, mode := range []int32{modeFail, modeStall} {
+				store := newFakeStore(t, mode)
+				l := newLimiter(t, store, core.WithFailurePolicy(tt.policy), core.WithTimeout(20*time.Millisecond))
+				d, err := check(t, l, rule("a", limit, "user:1"), rule("b", limit.WithAlgorithm(core.FixedWindow), "user:1"))
+				if gotErr := err != nil; gotErr != tt.wantErr {
+					t.Fatalf("mode %d: err %v, want error %v", mode, err, tt.wantErr)
+				}
+				if tt.wantErr {
+					if !errors.Is(err, core.ErrUnavailable) {
+						t.Errorf("mode %d: err %v does not wrap ErrUnavailable", mode, err)
+					}
+					wantCause := error(errDown)
+					if mode == modeStall {
+						wantCause = context.DeadlineExceeded
+					}
+					if !errors.Is(err, wantCause) {
+						t.Errorf("mode %d: err %v does not wrap the store's error %v", mode, err, wantCause)
+					}
+				}
+				if d.Allowed != tt.wantAllowed {
+					t.Errorf("mode %d: Allowed %v, want %v", mode, d.Allowed, tt.wantAllowed)
+				}
+				if len(d.Results) != 2 || !d.Degraded() {
+					t.Fatalf("mode %d: results %+v, want 2, degraded", mode, d.Results)
+				}
+				for _, r := range d.Results {
+					if !r.Degraded || r.Allowed != tt.wantAllowed {
+						t.Errorf("mode %d: result %+v, want degraded, allowed %v", mode, r, tt.wantAllowed)
+					}
+					if !tt.wantAllowed && r.RetryAfter < time.Second {
+						t.Errorf("mode %d: fail-closed RetryAfter %v, want at least 1s", mode, r.RetryAfter)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestFailClosedWhileBreakerOpen(t *testing.T) {
+	store := newFakeStore(t, modeFail)
+	l := newLimiter(t, store, core.WithFailurePolicy(core.FailClosed), core.WithBreaker(2, time.Minute, time.Minute))
+	r := rule("a", core.PerMinute(10), "user:1")
+	for range 2 {
+		check(t, l, r)
+	}
+	if got := l.BreakerState(); got != core.BreakerOpen {
+		t.Fatalf("breaker %v after 2 failures, want open", got)
+	}
+	before := store.requests.Load()
+	d, err := check(t, l, r)
+	if got := store.requests.Load(); got != before {
+		t.Errorf("%d store calls while the breaker is open, want none", got-before)
+	}
+	for _, target := range []error{core.ErrUnavailable, core.ErrBreakerOpen, errDown} {
+		if !errors.Is(err, target) {
+			t.Errorf("err %v does not wrap %v", err, target)
+		}
+	}
+	if d.Allowed || len(d.Results) != 1 || !d.Results[0].Degraded {
+		t.Fatalf("decision %+v, want one degraded denial", d)
+	}
+	// the next probe is about a minute away: so is Retry-After
+	if got := d.Results[0].RetryAfter; got < 20*time.Second || got > time.Minute+time.Second {
+		t.Errorf("RetryAfter %v, want the time until the next probe (30s to 1m)", got)
+	}
+}
+
+func TestFailLocalEnforcesLimit(t *testing.T) {
+	tests := []struct {
+		replicas  int
+		limit     core.Limit
+		wantAllow int
+	}{
+		{1, core.PerMinute(10), 10},
+		{3, core.PerMinute(10), 4}, // 10/3 rounded up
+		{3, core.PerMinute(10).WithAlgorithm(core.SlidingWindowLog), 4},
+		{20, core.PerMinute(10), 1}, // at least one
+	}
+	for _, tt := range tests {
+		store := newFakeStore(t, modeFail)
+		l := newLimiter(t, store, core.WithReplicas(tt.replicas))
+		r := rule("a", tt.limit, "user:1")
+		allowed := 0
+		for range 15 {
+			d, err := check(t, l, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !d.Degraded() {
+				t.Fatalf("replicas %d: decision %+v not degraded", tt.replicas, d)
+			}
+			if d.Allowed {
+				allowed++
+			}
+			if got := d.Results[0].Limit.Rate; got != tt.wantAllow {
+				t.Errorf("replicas %d: local limit rate %d, want %d", tt.replicas, got, tt.wantAllow)
+			}
+		}
+		if allowed != tt.wantAllow {
+			t.Errorf("replicas %d, %v: %d allowed locally, want %d", tt.replicas, tt.limit, allowed, tt.wantAllow)
+		}
+	}
+}
+
+func TestDeadlineAgainstHangingStore(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	const timeout = 30 * time.Millisecond
+	store := newFakeStore(t, modeHang)
+	l, err := core.NewLimiter(store, core.WithTimeout(timeout), core.WithBreaker(1000, 0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rule("a", core.PerMinute(10), "user:1")
+	for range 3 {
+		start := time.Now()
+		d, err := check(t, l, r)
+		if took := time.Since(start); took > timeout+deadlineMargin {
+			t.Errorf("Check took %v against a store that never answers, want at most %v", took, timeout+deadlineMargin)
+		}
+		if err != nil || !d.Allowed || !d.Degraded() {
+			t.Errorf("decision %+v, %v: want allowed locally", d, err)
+		}
+	}
+	// Close waits for the abandoned calls, which end when the client gives up
+	closed := make(chan struct{})
+	go func() { l.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while store calls were still running")
+	case <-time.After(50 * time.Millisecond):
+	}
+	store.unblock()
+	<-closed
+}
+
+func TestCallerContextEnds(t *testing.T) {
+	store := newFakeStore(t, modeStall)
+	l := newLimiter(t, store, core.WithBreaker(1, 0, 0))
+	ctx, cancel := context.WithCancel(requestCtx())
+	cancel()
+	if _, err := l.Check(ctx, staticRequest{ctx}, []core.Rule{rule("a", core.PerMinute(10), "user:1")}); !errors.Is(err, context.Canceled) {
+		t.Errorf("err %v, want one wrapping context.Canceled", err)
+	}
+	ctx, cancel = context.WithCancel(requestCtx())
+	time.AfterFunc(5*time.Millisecond, cancel)
+	if _, err := l.Check(ctx, staticRequest{ctx}, []core.Rule{rule("a", core.PerMinute(10), "user:1")}); !errors.Is(err, context.Canceled) {
+		t.Errorf("err %v, want one wrapping context.Canceled", err)
+	}
+	if got := l.BreakerState(); got != core.BreakerClosed {
+		t.Errorf("breaker %v after callers gave up, want closed: giving up is no store failure", got)
+	}
+}
+
+func TestStorePanicIsAFailure(t *testing.T) {
+	store := newFakeStore(t, modePanic)
+	var seen atomic.Value
+	l := newLimiter(t, store, core.OnError(func(err error) { seen.Store(err) }))
+	d, err := check(t, l, rule("a", core.PerMinute(10), "user:1"))
+	if err != nil || !d.Allowed || !d.Degraded() {
+		t.Errorf("decision %+v, %v: want allowed locally", d, err)
+	}
+	if err, _ := seen.Load().(error); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("OnError saw %v, want the panic", err)
+	}
+}
+
+func TestBreakerOpensAndRecovers(t *testing.T) {
+	store := newFakeStore(t, modeFail)
+	var (
+		mu      sync.Mutex
+		changes []string
+		errs    atomic.Int64
+	)
+	l := newLimiter(t, store,
+		core.WithBreaker(3, 10*time.Millisecond, 40*time.Millisecond),
+		core.OnError(func(error) { errs.Add(1) }),
+		core.OnBreakerChange(func(from, to core.BreakerState) {
+			mu.Lock()
+			changes = append(changes, from.String()+">"+to.String())
+			mu.Unlock()
+		}))
+	r := rule("a", core.PerMinute(1000), "user:1")
+	for i := range 3 {
+		if got := l.BreakerState(); got != core.BreakerClosed {
+			t.Fatalf("breaker %v after %d failures, want closed", got, i)
+		}
+		check(t, l, r)
+	}
+	if got := l.BreakerState(); got == core.BreakerClosed {
+		t.Fatal("breaker closed after 3 consecutive failures, want open")
+	}
+	before := store.requests.Load()
+	for range 100 {
+		d, err := check(t, l, r)
+		if err != nil || !d.Degraded() {
+			t.Fatalf("decision %+v, %v while open: want local", d, err)
+		}
+	}
+	if got := store.requests.Load() - before; got != 0 {
+		t.Errorf("%d request calls reached the store while the breaker was open, want 0", got)
+	}
+	// probes fail for a while, then the store is back
+	waitFor(t, time.Second, func() bool { return store.probes.Load() >= 2 })
+	store.mode.Store(modeOK)
+	waitFor(t, time.Second, func() bool { return l.BreakerState() == core.BreakerClosed })
+	d, err := check(t, l, r)
+	if err != nil || d.Degraded() {
+		t.Fatalf("decision %+v, %v after recovery: want one from the store", d, err)
+	}
+	if got := store.requests.Load() - before; got != 1 {
+		t.Errorf("%d request calls after recovery, want 1", got)
+	}
+	if got := errs.Load(); got < 4 {
+		t.Errorf("OnError called %d times, want the 3 failures and at least one failed probe", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"closed>open", "open>half-open", "half-open>open"}
+	if len(changes) < 5 || !slices.Equal(changes[:3], want) || !slices.Equal(changes[len(changes)-2:], []string{"open>half-open", "half-open>closed"}) {
+		t.Errorf("breaker changes %v, want %v ... open>half-open half-open>closed", changes, want)
+	}
+}
+
+func TestBreakerProbesOneAtATime(t *testing.T) {
+	store := newFakeStore(t, modeFail)
+	l := newLimiter(t, store, core.WithBreaker(1, 2*time.Millisecond, 4*time.Millisecond))
+	r := rule("a", core.PerMinute(1000), "user:1")
+	check(t, l, r)
+	waitFor(t, time.Second, func() bool { return l.BreakerState() != core.BreakerClosed })
+	waitFor(t, time.Second, func() bool { return store.inflight.Load() == 0 }) // the request's own call has ended
+	store.maxInflight.Store(0)
+	before := store.requests.Load()
+	stop := time.Now().Add(300 * time.Millisecond)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				check(t, l, r)
+			}
+		})
+	}
+	wg.Wait()
+	if got := store.maxInflight.Load(); got != 1 {
+		t.Errorf("%d store calls at once while open, want 1 (one probe at a time)", got)
+	}
+	if got := store.probes.Load(); got < 10 {
+		t.Errorf("%d probes in 300ms with waits of at most 4ms, want more", got)
+	}
+	if got := store.requests.Load() - before; got != 0 {
+		t.Errorf("%d request calls reached the store while open, want 0", got)
+	}
+}
+
+func TestLoggerIsRateLimited(t *testing.T) {
+	var buf syncBuffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	store := newFakeStore(t, modeFail)
+	l := newLimiter(t, store, core.WithLogger(logger), core.WithBreaker(1000, 0, 0))
+	const identity = "user:secret-identity"
+	start := time.Now()
+	for range 200 {
+		check(t, l, rule("a", core.PerMinute(10), identity))
+	}
+	if time.Since(start) > 900*time.Millisecond {
+		t.Skip("too slow a machine to stay within one log interval")
+	}
+	out := buf.String()
+	if got := strings.Count(out, "store call failed"); got != 1 {
+		t.Errorf("%d store-error lines for 200 failures within a second, want 1:\n%s", got, out)
+	}
+	if strings.Contains(out, "secret-identity") {
+		t.Errorf("log holds an identity:\n%s", out)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	check(t, l, rule("a", core.PerMinute(10), identity))
+	if out := buf.String(); !strings.Contains(out, "suppressed=199") {
+		t.Errorf("second line does not count the 199 suppressed failures:\n%s", out)
+	}
+}
+
+func TestLoggerBreakerChanges(t *testing.T) {
+	var buf syncBuffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	store := newFakeStore(t, modeFail)
+	l := newLimiter(t, store, core.WithLogger(logger), core.WithBreaker(1, time.Millisecond, 2*time.Millisecond))
+	check(t, l, rule("a", core.PerMinute(10), "user:1"))
+	store.mode.Store(modeOK)
+	waitFor(t, time.Second, func() bool { return l.BreakerState() == core.BreakerClosed })
+	out := buf.String()
+	for _, want := range []string{"level=WARN msg=\"ratekit: circuit breaker open", "level=INFO msg=\"ratekit: circuit breaker closed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestSilentByDefault(t *testing.T) {
+	var buf syncBuffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(old)
+	store := newFakeStore(t, modeFail)
+	l := newLimiter(t, store, core.WithBreaker(1, time.Millisecond, 2*time.Millisecond))
+	check(t, l, rule("a", core.PerMinute(10), "user:1"))
+	store.mode.Store(modeOK)
+	waitFor(t, time.Second, func() bool { return l.BreakerState() == core.BreakerClosed })
+	if buf.Len() != 0 {
+		t.Errorf("a Limiter without WithLogger logged:\n%s", buf.String())
+	}
+}
+
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	store := newFakeStore(t, modeHang)
+	l, err := core.NewLimiter(store, core.WithTimeout(5*time.Millisecond), core.WithBreaker(2, time.Millisecond, 2*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rule("a", core.PerMinute(10), "user:1")
+	for range 3 {
+		check(t, l, r)
+	}
+	waitFor(t, time.Second, func() bool { return store.probes.Load() >= 2 })
+	store.unblock()
+	l.Close()
+	l.Close() // idempotent
+	// a closed Limiter still decides
+	if d, err := check(t, l, r); err != nil || len(d.Results) != 1 {
+		t.Errorf("Check after Close: %+v, %v", d, err)
+	}
+}
+
+func TestCheckResultsInRuleOrder(t *testing.T) {
+	l := newLimiter(t, newFakeStore(t, modeOK))
+	limit := core.PerMinute(10)
+	rules := []core.Rule{rule("a", limit, "user:1"), rule("b", limit, "user:2"), rule("c", limit.WithAlgorithm(core.FixedWindow), "user:1")}
+	d, err := check(t, l, rules...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range d.Results {
+		names = append(names, r.Rule)
+	}
+	if want := []string{"a", "b", "c"}; !slices.Equal(names, want) {
+		t.Errorf("results for rules %v, want %v", names, want)
+	}
+}
+
+func TestNewLimiterOptions(t *testing.T) {
+	store := core.NewMemoryStore()
+	defer store.Close()
+	bad := map[string]core.LimiterOption{
+		"prefix with brace": core.WithPrefix("a{b"),
+		"unknown policy":    core.WithFailurePolicy(9),
+		"zero timeout":      core.WithTimeout(0),
+		"negative timeout":  core.WithTimeout(-time.Second),
+		"zero replicas":     core.WithReplicas(0),
+		"negative failures": core.WithBreaker(-1, 0, 0),
+		"negative backoff":  core.WithBreaker(0, -1, 0),
+		"negative cache":    core.WithDeniedCache(-1),
+	}
+	for name, opt := range bad {
+		if _, err := core.NewLimiter(store, opt); err == nil {
+			t.Errorf("%s: NewLimiter succeeded, want an error", name)
+		}
+	}
+	if _, err := core.NewLimiter(nil); err == nil {
+		t.Error("NewLimiter(nil) succeeded, want an error")
+	}
+	l, err := core.NewLimiter(store, core.WithPrefix("app:"), core.WithFailurePolicy(core.FailOpen), core.WithTimeout(time.Second),
+		core.WithReplicas(4), core.WithBreaker(0, 0, 0), core.WithDeniedCache(0), core.WithLogger(nil),
+		core.WithFallbackOptions(core.WithMaxKeys(10)), core.OnError(nil), core.OnBreakerChange(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got, _ := l.StorageKey("r", "ip:1"); got != "app:r:{ip:1}" {
+		t.Errorf("StorageKey %q", got)
+	}
+}
+
+func TestFailurePolicyString(t *testing.T) {
+	for _, p := range []core.FailurePolicy{core.FailLocal, core.FailOpen, core.FailClosed} {
+		got, err := core.ParseFailurePolicy(strings.ToUpper(p.String()))
+		if err != nil || got != p {
+			t.Errorf("ParseFailurePolicy(%q) = %v, %v", p.String(), got, err)
+		}
+	}
+	if _, err := core.ParseFailurePolicy("maybe"); err == nil {
+		t.Error("ParseFailurePolicy(maybe) succeeded")
+	}
+	if got := core.FailurePolicy(7).String(); got != "failure-policy(7)" {
+		t.Errorf("String of an unknown policy: %q", got)
+	}
+	for s, want := range map[core.BreakerState]string{core.BreakerClosed: "closed", core.BreakerOpen: "open", core.BreakerHalfOpen: "half-open", 9: "breaker-state(9)"} {
+		if got := s.String(); got != want {
+			t.Errorf("BreakerState(%d).String() = %q, want %q", s, got, want)
+		}
+	}
+}
+
+// deadlineMargin is how much later than its deadline a decision may
+// return: generous, since CI machines are shared and run with -race.
+const deadlineMargin = 200 * time.Millisecond
+
+// waitFor polls cond until it holds, failing the test after limit.
+func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", limit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *syncBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}

@@ -1,0 +1,223 @@
+// Package echolimit rate-limits Echo (v4) handlers with a [core.Limiter].
+//
+// [New] returns an echo.MiddlewareFunc: use it globally (e.Use), on a group
+// (e.Group(prefix, mw)) or on one route (e.POST("/login", h, mw)).
+// Middlewares stack, each with its own rules, and the response describes the
+// rules of all of them (see [core.Headers.SetHTTP]). A limited request is
+// answered 429 with Retry-After and the next handler is not called.
+//
+// Per-route keys (keyfuncs.Route) read c.Path(), the matched pattern such
+// as "/users/:id", never the raw path with its IDs. Echo routes before the
+// middlewares added with e.Use run (not those added with e.Pre), so the
+// pattern is there in a global middleware too. The store sees
+// c.Request().Context(). Key and cost functions over the echo.Context are
+// made with [Key] and [Cost].
+package echolimit
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+// Option configures a middleware. Options are sealed: only this package
+// makes them.
+type Option func(*config) error
+
+type config struct {
+	core    core.MiddlewareConfig
+	skipper func(echo.Context) bool
+	denied  func(echo.Context, core.Decision) error
+	onError func(echo.Context, error) error
+}
+
+var errNilFunc = errors.New("echolimit: nil function in option")
+
+// WithSkipper makes the middleware pass requests for which skipper reports
+// true straight to the next handler, unlimited and without rate-limit
+// headers: health checks, say. An echo middleware.Skipper fits. By default
+// no request is skipped. To exempt requests from one rule only, set that
+// rule's Skip.
+func WithSkipper(skipper func(c echo.Context) bool) Option {
+	return func(c *config) error {
+		if skipper == nil {
+			return errNilFunc
+		}
+		c.skipper = skipper
+		return nil
+	}
+}
+
+// WithHeaders selects the rate-limit header fields that responses carry;
+// [core.HeadersBoth] by default. See [core.NewHeaders] for their values.
+func WithHeaders(style core.HeaderStyle) Option {
+	return func(c *config) error { c.core.Headers = style; return nil }
+}
+
+// WithIETFDraft selects the syntax of the IETF RateLimit-Policy and
+// RateLimit fields; [core.DefaultIETFDraft] by default.
+func WithIETFDraft(draft core.IETFDraft) Option {
+	return func(c *config) error { c.core.Draft = draft; return nil }
+}
+
+// WithDeniedHandler replaces the default answer to a limited request (429
+// with a problem+json body). When denied runs, the rate-limit headers and
+// Retry-After are already set; denied writes the answer, or returns an
+// error for Echo's HTTPErrorHandler, such as
+// echo.NewHTTPError(http.StatusTooManyRequests).
+func WithDeniedHandler(denied func(c echo.Context, d core.Decision) error) Option {
+	return func(c *config) error {
+		if denied == nil {
+			return errNilFunc
+		}
+		c.denied = denied
+		return nil
+	}
+}
+
+// WithErrorHandler replaces the default answer when no decision could be
+// made: err wraps [core.ErrUnavailable] when the store is unavailable and
+// the Limiter fails closed (Retry-After is already set; the default answer
+// is the fail-closed status), [core.ErrNoIdentity] when a rule found no
+// identity under [core.NoIdentity401] (default 401), and is a
+// misconfiguration otherwise (default 500). err's text is for logs: do not
+// send it to clients.
+func WithErrorHandler(onError func(c echo.Context, err error) error) Option {
+	return func(c *config) error {
+		if onError == nil {
+			return errNilFunc
+		}
+		c.onError = onError
+		return nil
+	}
+}
+
+// WithFailClosedStatus sets the status of the answer when the store is
+// unavailable and the Limiter fails closed; 503 by default.
+func WithFailClosedStatus(status int) Option {
+	return func(c *config) error { c.core.FailClosedStatus = status; return nil }
+}
+
+// WithNoIdentity says what to do when a rule's key function finds no
+// identity: skip that rule ([core.NoIdentityNext], the default) or answer
+// 401 ([core.NoIdentity401]).
+func WithNoIdentity(policy core.NoIdentityPolicy) Option {
+	return func(c *config) error { c.core.NoIdentity = policy; return nil }
+}
+
+// New returns middleware that checks each request against rules with l,
+// sets the rate-limit headers, and either calls the next handler or answers
+// 429 with Retry-After. It returns an error for invalid rules or options.
+func New(l *core.Limiter, rules []core.Rule, opts ...Option) (echo.MiddlewareFunc, error) {
+	var cfg config
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("echolimit: nil option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	m, err := core.NewMiddleware(l, rules, cfg.core)
+	if err != nil {
+		return nil, err
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if cfg.skipper != nil && cfg.skipper(c) {
+				return next(c)
+			}
+			req := requests.Get().(*request)
+			req.c = c
+			out := m.Handle(req)
+			req.c = nil
+			requests.Put(req)
+			out.Headers.SetHTTP(c.Response().Header())
+			switch {
+			case out.Proceed():
+				return next(c)
+			case out.Limited() && cfg.denied != nil:
+				return cfg.denied(c, out.Decision)
+			case !out.Limited() && cfg.onError != nil:
+				return cfg.onError(c, out.Err)
+			}
+			return c.Blob(out.Status, core.ProblemContentType, out.Body)
+		}
+	}, nil
+}
+
+// MustNew is [New] for rules and options fixed at start-up: it panics if
+// they are invalid.
+func MustNew(l *core.Limiter, rules []core.Rule, opts ...Option) echo.MiddlewareFunc {
+	mw, err := New(l, rules, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}
+
+var errNotEcho = errors.New("echolimit: request not from an echolimit middleware")
+
+// Context returns the echo.Context of a request that an echolimit
+// middleware handles, and false for any other request.
+func Context(r core.Request) (echo.Context, bool) {
+	if req, ok := r.(*request); ok {
+		return req.c, true
+	}
+	return nil, false
+}
+
+// Key returns a key function over the echo.Context, for identities that
+// only Echo knows, such as a value an earlier middleware put with c.Set:
+//
+//	echolimit.Key(func(c echo.Context) (string, error) {
+//		if id, _ := c.Get("tenant").(string); id != "" {
+//			return "tenant:" + id, nil
+//		}
+//		return "", core.ErrNoIdentity
+//	})
+//
+// Like every key function, fn returns an error wrapping [core.ErrNoIdentity]
+// when it finds no identity. Outside an echolimit middleware the key
+// function fails with an error that does not.
+func Key(fn func(echo.Context) (string, error)) core.KeyFunc {
+	return func(r core.Request) (string, error) {
+		c, ok := Context(r)
+		if !ok {
+			return "", errNotEcho
+		}
+		return fn(c)
+	}
+}
+
+// Cost returns a cost function over the echo.Context. Outside an echolimit
+// middleware it returns 0, which the Limiter rejects as an invalid cost.
+func Cost(fn func(echo.Context) int) func(core.Request) int {
+	return func(r core.Request) int {
+		c, ok := Context(r)
+		if !ok {
+			return 0
+		}
+		return fn(c)
+	}
+}
+
+// request is the core.Request view of an echo.Context. Views are pooled:
+// an interface does not fit in another interface without an allocation, and
+// no key, cost or skip function keeps the Request it is given.
+type request struct{ c echo.Context }
+
+var requests = sync.Pool{New: func() any { return new(request) }}
+
+func (r *request) Context() context.Context          { return r.c.Request().Context() }
+func (r *request) Method() string                    { return r.c.Request().Method }
+func (r *request) Path() string                      { return r.c.Request().URL.Path }
+func (r *request) Route() string                     { return r.c.Path() }
+func (r *request) Header(name string) string         { return r.c.Request().Header.Get(name) }
+func (r *request) HeaderValues(name string) []string { return r.c.Request().Header.Values(name) }
+func (r *request) Query(name string) string          { return r.c.QueryParam(name) }
+func (r *request) RemoteAddr() string                { return r.c.Request().RemoteAddr }

@@ -1,0 +1,44 @@
+// Command echo is the ratekit example app for Echo.
+//
+//	go run ./examples/echo                          # embedded miniredis
+//	go run ./examples/echo -redis localhost:6379    # a Redis server
+//
+// GET / is limited by the default rule (-limit per -period and client),
+// GET /strict also by the strict rule (-strict-limit), and GET /healthz is
+// never limited. Run it with -h for every flag and its environment
+// variable.
+package main
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/echolimit"
+	"github.com/ratekit/ratekit/examples/internal/app"
+)
+
+func main() { app.Main("echo", newServer) }
+
+func newServer(limiter *core.Limiter, rules app.Rules) (app.Server, error) {
+	// The default rule on every route but /healthz.
+	perClient, err := echolimit.New(limiter, rules.Default,
+		echolimit.WithSkipper(func(c echo.Context) bool { return c.Path() == app.HealthzPath }))
+	if err != nil {
+		return nil, err
+	}
+	// The strict rule on /strict only.
+	strict, err := echolimit.New(limiter, rules.Strict)
+	if err != nil {
+		return nil, err
+	}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.Use(perClient)
+	e.GET(app.RootPath, func(c echo.Context) error { return c.String(http.StatusOK, "hello from echo\n") })
+	e.GET(app.StrictPath, func(c echo.Context) error { return c.String(http.StatusOK, "hello from echo, strictly\n") }, strict)
+	e.GET(app.HealthzPath, func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	return app.HTTPServer(e), nil
+}

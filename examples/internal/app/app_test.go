@@ -1,0 +1,386 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/examples/internal/app"
+	"github.com/ratekit/ratekit/nethttp"
+)
+
+func env(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+func TestParseDefaults(t *testing.T) {
+	c, err := app.Parse("test", nil, env(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := app.Config{
+		Addr: "127.0.0.1:8080", Limit: 10, StrictLimit: 2, Period: time.Minute,
+		Algorithm: core.GCRA, KeyMode: "ip", Fail: core.FailLocal,
+	}
+	if fmt.Sprint(c) != fmt.Sprint(want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
+	}
+}
+
+func TestParseEnvironment(t *testing.T) {
+	getenv := env(
+		"ADDR", ":9000", "LIMIT", "5", "STRICT_LIMIT", "1", "PERIOD", "10s",
+		"ALGORITHM", "sliding-log", "KEY", "jwt", "JWT_SECRET", "s3cret",
+		"TRUSTED_PROXIES", "10.0.0.0/8, 192.168.1.7", "FAIL", "closed", "METRICS", "1",
+		"REDIS_CLUSTER_ADDRS", "10.0.0.1:7000, 10.0.0.2:7000",
+	)
+	c, err := app.Parse("test", []string{"-limit", "7"}, getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		name      string
+		got, want any
+	}{
+		{"Addr", c.Addr, ":9000"},
+		{"Limit (the flag beats LIMIT)", c.Limit, 7},
+		{"StrictLimit", c.StrictLimit, 1},
+		{"Period", c.Period, 10 * time.Second},
+		{"Algorithm", c.Algorithm, core.SlidingWindowLog},
+		{"KeyMode", c.KeyMode, "jwt"},
+		{"JWTSecret", c.JWTSecret, "s3cret"},
+		{"TrustedProxies", fmt.Sprint(c.TrustedProxies), "[10.0.0.0/8 192.168.1.7/32]"},
+		{"Fail", c.Fail, core.FailClosed},
+		{"Metrics", c.Metrics, true},
+		{"RedisCluster", strings.Join(c.RedisCluster, " "), "10.0.0.1:7000 10.0.0.2:7000"},
+	} {
+		if f.got != f.want {
+			t.Errorf("%s = %v, want %v", f.name, f.got, f.want)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{[]string{"-limit", "0"}, nil, "-limit (LIMIT) is 0: want at least 1"},
+		{nil, []string{"LIMIT", "-3"}, "-limit (LIMIT) is -3"},
+		{nil, []string{"LIMIT", "ten"}, `LIMIT="ten"`},
+		{[]string{"-strict-limit", "-1"}, nil, "-strict-limit (STRICT_LIMIT) is -1"},
+		{[]string{"-period", "0s"}, nil, "-period (PERIOD) is 0s"},
+		{[]string{"-period", "1500us"}, nil, "not a whole number of milliseconds"},
+		{[]string{"-algorithm", "token-bucket"}, nil, `-algorithm (ALGORITHM) is "token-bucket"`},
+		{[]string{"-key", "cookie"}, nil, `-key (KEY) is "cookie"`},
+		{[]string{"-key", "jwt"}, nil, "-key jwt needs -jwt-secret (JWT_SECRET)"},
+		{[]string{"-fail", "maybe"}, nil, `-fail (FAIL) is "maybe"`},
+		{[]string{"-trusted-proxies", "10.0.0.0/8,300.1.1.1"}, nil, "-trusted-proxies (TRUSTED_PROXIES)"},
+		{[]string{"-trusted-proxies", "10.0.0.0/40"}, nil, "-trusted-proxies (TRUSTED_PROXIES)"},
+		{[]string{"-addr", "8080"}, nil, "-addr (ADDR)"},
+		{[]string{"-redis-cluster", "10.0.0.1"}, nil, `-redis-cluster (REDIS_CLUSTER_ADDRS) node "10.0.0.1"`},
+		{[]string{"-redis", "localhost:6379", "-redis-cluster", "a:1"}, nil, "both set"},
+		{[]string{"-redis", "http://localhost:6379"}, nil, "-redis (REDIS_URL)"},
+		{[]string{"-redis", "redis://u:hunter2@localhost:6379/x"}, nil, "redis://u:xxxxx@localhost:6379/x"},
+		{nil, []string{"METRICS", "yes please"}, `METRICS="yes please"`},
+		{[]string{"extra"}, nil, `unexpected argument "extra"`},
+		{[]string{"-bogus"}, nil, "flag provided but not defined: -bogus"},
+	} {
+		t.Run(strings.Join(append(c.args, c.env...), " "), func(t *testing.T) {
+			_, err := app.Parse("test", c.args, env(c.env...), io.Discard)
+			var ue *app.UsageError
+			if !errors.As(err, &ue) {
+				t.Fatalf("err = %v, want a *UsageError", err)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %q, want it to mention %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("err = %q reveals the password", err)
+			}
+		})
+	}
+	if _, err := app.Parse("test", []string{"-h"}, env(), io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: err = %v, want flag.ErrHelp", err)
+	}
+}
+
+func TestKeyFunc(t *testing.T) {
+	const secret = "s3cret"
+	token := func(sub, key string) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+			"sub": sub, "exp": time.Now().Add(time.Hour).Unix(),
+		}).SignedString([]byte(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "Bearer " + s
+	}
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	for _, c := range []struct {
+		name   string
+		cfg    app.Config
+		peer   string
+		header []string
+		want   string
+	}{
+		{"ip", app.Config{KeyMode: "ip"}, "203.0.113.7:1234", nil, "ip:203.0.113.7"},
+		{"ip ignores X-Forwarded-For from anyone", app.Config{KeyMode: "ip"}, "203.0.113.7:1234",
+			[]string{"X-Forwarded-For", "198.51.100.1"}, "ip:203.0.113.7"},
+		{"ip believes a trusted proxy", app.Config{KeyMode: "ip", TrustedProxies: trusted}, "10.1.2.3:1234",
+			[]string{"X-Forwarded-For", "198.51.100.1"}, "ip:198.51.100.1"},
+		{"ip ignores an untrusted proxy", app.Config{KeyMode: "ip", TrustedProxies: trusted}, "192.168.1.1:1234",
+			[]string{"X-Forwarded-For", "198.51.100.1"}, "ip:192.168.1.1"},
+		{"apikey", app.Config{KeyMode: "apikey"}, "203.0.113.7:1234",
+			[]string{"X-API-Key", "key-1"}, "apikey:"},
+		{"apikey without a key: ip", app.Config{KeyMode: "apikey"}, "203.0.113.7:1234", nil, "ip:203.0.113.7"},
+		{"jwt", app.Config{KeyMode: "jwt", JWTSecret: secret}, "203.0.113.7:1234",
+			[]string{"Authorization", token("alice", secret)}, "user:alice"},
+		{"jwt with a forged token: ip", app.Config{KeyMode: "jwt", JWTSecret: secret}, "203.0.113.7:1234",
+			[]string{"Authorization", token("alice", "guess")}, "ip:203.0.113.7"},
+		{"jwt without a token: ip", app.Config{KeyMode: "jwt", JWTSecret: secret}, "203.0.113.7:1234", nil, "ip:203.0.113.7"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key, err := c.cfg.KeyFunc()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = c.peer
+			for i := 0; i+1 < len(c.header); i += 2 {
+				r.Header.Set(c.header[i], c.header[i+1])
+			}
+			id, err := key(core.HTTPRequest(r))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(id, c.want) || strings.HasSuffix(c.want, ":") && strings.Contains(id, "key-1") {
+				t.Errorf("identity %q, want %q", id, c.want)
+			}
+		})
+	}
+}
+
+func TestRules(t *testing.T) {
+	c, err := app.Parse("test", []string{"-limit", "100", "-strict-limit", "5", "-period", "1h", "-algorithm", "fixed"}, env(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Default) != 1 || len(r.Strict) != 1 {
+		t.Fatalf("rules %+v: want one default and one strict rule", r)
+	}
+	if got, want := r.Default[0].Name+" "+r.Default[0].Limit.String(), "default 100 per 1h0m0s (fixed)"; got != want {
+		t.Errorf("default rule: %s, want %s", got, want)
+	}
+	if got, want := r.Strict[0].Name+" "+r.Strict[0].Limit.String(), "strict 5 per 1h0m0s (fixed)"; got != want {
+		t.Errorf("strict rule: %s, want %s", got, want)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// build is a minimal app: the default rule on every route.
+func build(l *core.Limiter, rules app.Rules) (app.Server, error) {
+	mw, err := nethttp.New(l, rules.Default)
+	if err != nil {
+		return nil, err
+	}
+	return app.HTTPServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello\n")
+	}))), nil
+}
+
+var listenURL = regexp.MustCompile(`url=(http://\S+)`)
+
+// run runs the app in this process until stop is called, which returns
+// its exit status and log.
+func run(t *testing.T, args ...string) (base string, stop func() (int, string)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var log syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- app.Run(ctx, "test", append([]string{"-addr", "127.0.0.1:0"}, args...), env(), &log, build)
+	}()
+	stop = func() (int, string) {
+		cancel()
+		return <-code, log.String()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if m := listenURL.FindStringSubmatch(log.String()); m != nil {
+			return m[1], stop
+		}
+		select {
+		case c := <-code:
+			t.Fatalf("Run returned %d before listening:\n%s", c, log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("not listening after 30s:\n%s", log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// deadRedis returns the address of a loopback port that nothing listens on.
+func deadRedis(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func get(t *testing.T, url string) *http.Response {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// TestRunFailModes checks that -fail reaches the Limiter: with Redis down,
+// local still limits, open allows without limiting, closed answers 503.
+func TestRunFailModes(t *testing.T) {
+	for _, c := range []struct {
+		fail       string
+		status     int
+		limit      string // X-RateLimit-Limit
+		retryAfter bool
+	}{
+		{"local", 200, "10", false},
+		{"open", 200, "10", false},
+		{"closed", 503, "", true},
+	} {
+		t.Run(c.fail, func(t *testing.T) {
+			base, stop := run(t, "-redis", "redis://"+deadRedis(t), "-fail", c.fail)
+			resp := get(t, base+"/")
+			code, log := stop()
+			if resp.StatusCode != c.status {
+				t.Errorf("status %d, want %d", resp.StatusCode, c.status)
+			}
+			if got := resp.Header.Get("X-RateLimit-Limit"); got != c.limit {
+				t.Errorf("X-RateLimit-Limit %q, want %q", got, c.limit)
+			}
+			if got := resp.Header.Get("Retry-After") != ""; got != c.retryAfter {
+				t.Errorf("Retry-After %q, want one: %v", resp.Header.Get("Retry-After"), c.retryAfter)
+			}
+			if code != 0 {
+				t.Errorf("exit status %d, want 0", code)
+			}
+			for _, want := range []string{`msg="store: Redis" url=redis://`, "Redis does not answer yet", "fail=" + c.fail, "msg=stopped"} {
+				if !strings.Contains(log, want) {
+					t.Errorf("log lacks %q:\n%s", want, log)
+				}
+			}
+		})
+	}
+}
+
+func TestRunExitStatus(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-h"}, 0, "Usage: test [flags]"},
+		{[]string{"-limit", "x"}, 2, `invalid value "x" for flag -limit`},
+		{[]string{"-algorithm", "x"}, 2, "test: -algorithm (ALGORITHM) is \"x\": want gcra, fixed, sliding-log or sliding-counter\nRun test -h to see every flag."},
+		{[]string{"-addr", "256.0.0.1:1"}, 1, "cannot listen"},
+	} {
+		var out bytes.Buffer
+		if code := app.Run(context.Background(), "test", c.args, env(), &out, build); code != c.code {
+			t.Errorf("%q: exit status %d, want %d", c.args, code, c.code)
+		}
+		if !strings.Contains(out.String(), c.want) {
+			t.Errorf("%q: output lacks %q:\n%s", c.args, c.want, out.String())
+		}
+	}
+}
+
+// The curl line of jwt mode carries a token that the app accepts.
+func TestTryCommandJWT(t *testing.T) {
+	c := app.Config{KeyMode: "jwt", JWTSecret: "s3cret"}
+	cmd := app.TryCommand(c, "http://127.0.0.1:8080")
+	m := regexp.MustCompile(`^curl -i -H 'Authorization: (Bearer \S+)' http://127.0.0.1:8080/strict$`).FindStringSubmatch(cmd)
+	if m == nil {
+		t.Fatalf("TryCommand = %q", cmd)
+	}
+	key, err := c.KeyFunc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/strict", nil)
+	r.Header.Set("Authorization", m[1])
+	if id, err := key(core.HTTPRequest(r)); err != nil || id != "user:alice" {
+		t.Errorf("identity of the token: %q, %v; want user:alice", id, err)
+	}
+}
+
+// Each flag not given falls back to its environment variable.
+func ExampleParse() {
+	getenv := func(name string) string {
+		return map[string]string{"LIMIT": "100", "PERIOD": "1h", "KEY": "apikey"}[name]
+	}
+	c, err := app.Parse("example", []string{"-limit", "50"}, getenv, os.Stderr)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	def, strict := c.Limits()
+	fmt.Println("default:", def)
+	fmt.Println("strict: ", strict)
+	fmt.Println("key:    ", c.KeyMode)
+	// Output:
+	// default: 50 per 1h0m0s (gcra, burst 50)
+	// strict:  2 per 1h0m0s (gcra, burst 2)
+	// key:     apikey
+}

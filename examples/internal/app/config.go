@@ -1,0 +1,253 @@
+// Package app holds what the example apps share, so that each app's main.go
+// shows only its framework's wiring: the flags and their environment
+// fallbacks, the store (an embedded miniredis, a Redis server or a Redis
+// Cluster), the Limiter, the rules, the start-up log and a graceful
+// shutdown.
+//
+// Every app names its rules alike ([DefaultRule], [StrictRule]) and keys
+// them alike, so a fleet mixing the four apps behind one Redis shares one
+// limit.
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/keyfuncs"
+)
+
+// Defaults of the flags, as the example apps contract sets them.
+const (
+	DefaultAddr        = "127.0.0.1:8080"
+	DefaultLimit       = 10
+	DefaultStrictLimit = 2
+	DefaultPeriod      = time.Minute
+)
+
+// Key modes: what the rules limit.
+const (
+	// KeyIP limits each client IP address; forwarding headers count only
+	// from -trusted-proxies.
+	KeyIP = "ip"
+	// KeyAPIKey limits each API key, read from X-API-Key and hashed; a
+	// request without one is limited by its IP.
+	KeyAPIKey = "apikey"
+	// KeyJWT limits each user of a verified HS256 bearer token; a request
+	// without a valid token is limited by its IP.
+	KeyJWT = "jwt"
+)
+
+// Config is an example app's configuration.
+type Config struct {
+	// Addr is the listen address; a port of 0 picks a free one.
+	Addr string
+	// RedisURL is the Redis server to use, as a redis://, rediss:// or
+	// unix:// URL (a bare host:port means redis://host:port). Empty, with
+	// no RedisCluster, means an embedded miniredis.
+	RedisURL string
+	// RedisCluster lists seed nodes of a Redis Cluster, as host:port.
+	RedisCluster []string
+	// Limit is the default rule's rate per Period.
+	Limit int
+	// StrictLimit is the strict rule's rate per Period.
+	StrictLimit int
+	// Period is both rules' period.
+	Period time.Duration
+	// Algorithm enforces both rules.
+	Algorithm core.Algorithm
+	// KeyMode is KeyIP, KeyAPIKey or KeyJWT.
+	KeyMode string
+	// JWTSecret verifies HS256 tokens in KeyJWT mode.
+	JWTSecret string
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed.
+	TrustedProxies []netip.Prefix
+	// Fail is what the limiter does when Redis cannot decide.
+	Fail core.FailurePolicy
+	// Metrics asks for a /metrics endpoint.
+	Metrics bool
+}
+
+// UsageError is a bad flag or environment value: the app prints it and
+// exits with status 2.
+type UsageError struct {
+	Err     error
+	printed bool // the flag package has printed it, with the usage
+}
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+func usagef(format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...)}
+}
+
+// EnvVars lists each flag's environment variable, in the order of the
+// example apps contract.
+var EnvVars = []struct{ Flag, Env string }{
+	{"addr", "ADDR"},
+	{"redis", "REDIS_URL"},
+	{"redis-cluster", "REDIS_CLUSTER_ADDRS"},
+	{"limit", "LIMIT"},
+	{"strict-limit", "STRICT_LIMIT"},
+	{"period", "PERIOD"},
+	{"algorithm", "ALGORITHM"},
+	{"key", "KEY"},
+	{"jwt-secret", "JWT_SECRET"},
+	{"trusted-proxies", "TRUSTED_PROXIES"},
+	{"fail", "FAIL"},
+	{"metrics", "METRICS"},
+}
+
+// Parse reads the configuration of the app called name from args (without
+// the program name), falling back to getenv for every flag not given: a flag
+// beats its environment variable, which beats the default. An empty
+// environment value counts as unset. Usage and flag syntax errors go to out.
+//
+// Parse returns [flag.ErrHelp] for -h, and a [*UsageError] for a bad value.
+func Parse(name string, args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	var (
+		c                                   Config
+		redisCluster, algorithm, trusted, f string
+	)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&c.Addr, "addr", DefaultAddr, "listen `address` (host:port; port 0 picks a free one)")
+	fs.StringVar(&c.RedisURL, "redis", "", "Redis `URL`, such as redis://localhost:6379/0 (default: an embedded miniredis)")
+	fs.StringVar(&redisCluster, "redis-cluster", "", "Redis Cluster seed `nodes`, comma-separated host:port")
+	fs.IntVar(&c.Limit, "limit", DefaultLimit, "requests per period and client, on every route but /healthz")
+	fs.IntVar(&c.StrictLimit, "strict-limit", DefaultStrictLimit, "requests per period and client on /strict, on top of -limit")
+	fs.DurationVar(&c.Period, "period", DefaultPeriod, "the limits' period")
+	fs.StringVar(&algorithm, "algorithm", "gcra", "`algorithm`: gcra, fixed, sliding-log or sliding-counter")
+	fs.StringVar(&c.KeyMode, "key", KeyIP, "what is limited: ip, apikey (X-API-Key) or jwt (Authorization: Bearer)")
+	fs.StringVar(&c.JWTSecret, "jwt-secret", "", "HS256 `secret` that verifies tokens (-key jwt)")
+	fs.StringVar(&trusted, "trusted-proxies", "", "`CIDRs` of proxies whose X-Forwarded-For is believed, comma-separated")
+	fs.StringVar(&f, "fail", "local", "when Redis fails: local (count per replica), open (allow) or closed (deny with 503)")
+	fs.BoolVar(&c.Metrics, "metrics", false, "serve /metrics (not built in: accepted and ignored)")
+	for _, e := range EnvVars {
+		f := fs.Lookup(e.Flag)
+		f.Usage += "; env " + e.Env
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: %s [flags]\n\n", name)
+		fmt.Fprintf(out, "Serves GET / (limited by -limit), GET /strict (also by -strict-limit) and GET /healthz\n")
+		fmt.Fprintf(out, "(never limited). Each flag not given falls back to its environment variable.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, err
+		}
+		return Config{}, &UsageError{Err: err, printed: true}
+	}
+	if fs.NArg() > 0 {
+		return Config{}, usagef("unexpected argument %q: every setting is a flag", fs.Arg(0))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for _, e := range EnvVars {
+		if given[e.Flag] {
+			continue
+		}
+		if v := getenv(e.Env); v != "" {
+			if err := fs.Set(e.Flag, v); err != nil {
+				return Config{}, usagef("%s=%q: %v", e.Env, v, err)
+			}
+		}
+	}
+
+	// Validate, naming each setting by its flag and its variable.
+	switch {
+	case c.Limit < 1:
+		return Config{}, usagef("-limit (LIMIT) is %d: want at least 1", c.Limit)
+	case c.StrictLimit < 1:
+		return Config{}, usagef("-strict-limit (STRICT_LIMIT) is %d: want at least 1", c.StrictLimit)
+	case c.Period <= 0:
+		return Config{}, usagef("-period (PERIOD) is %v: want a positive duration, such as 1m or 10s", c.Period)
+	}
+	var err error
+	if c.Algorithm, err = core.ParseAlgorithm(algorithm); err != nil {
+		return Config{}, usagef("-algorithm (ALGORITHM) is %q: want gcra, fixed, sliding-log or sliding-counter", algorithm)
+	}
+	for _, l := range []struct {
+		flag string
+		rate int
+	}{{"-limit", c.Limit}, {"-strict-limit", c.StrictLimit}} {
+		if _, err := core.NewLimit(l.rate, c.Period, c.Algorithm); err != nil {
+			return Config{}, usagef("%s %d per -period %v: %v", l.flag, l.rate, c.Period, err)
+		}
+	}
+	if c.Fail, err = core.ParseFailurePolicy(f); err != nil {
+		return Config{}, usagef("-fail (FAIL) is %q: want local, open or closed", f)
+	}
+	switch c.KeyMode {
+	case KeyIP, KeyAPIKey:
+	case KeyJWT:
+		if c.JWTSecret == "" {
+			return Config{}, usagef("-key jwt needs -jwt-secret (JWT_SECRET), the HS256 secret that verifies tokens")
+		}
+	default:
+		return Config{}, usagef("-key (KEY) is %q: want ip, apikey or jwt", c.KeyMode)
+	}
+	if c.TrustedProxies, err = keyfuncs.ParsePrefixes(trusted); err != nil {
+		return Config{}, usagef("-trusted-proxies (TRUSTED_PROXIES) is %q: %v", trusted, err)
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		return Config{}, usagef("-addr (ADDR) is %q: want host:port, such as 127.0.0.1:8080", c.Addr)
+	}
+	for s := range strings.SplitSeq(redisCluster, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(s); err != nil {
+			return Config{}, usagef("-redis-cluster (REDIS_CLUSTER_ADDRS) node %q: want host:port", s)
+		}
+		c.RedisCluster = append(c.RedisCluster, s)
+	}
+	if c.RedisURL != "" {
+		if len(c.RedisCluster) > 0 {
+			return Config{}, usagef("-redis (REDIS_URL) and -redis-cluster (REDIS_CLUSTER_ADDRS) are both set: choose one")
+		}
+		if _, err := c.redisOptions(); err != nil {
+			return Config{}, usagef("-redis (REDIS_URL): %v", err)
+		}
+	}
+	return c, nil
+}
+
+// redisOptions returns the options of the client for RedisURL.
+func (c Config) redisOptions() (*redis.Options, error) {
+	u := c.RedisURL
+	if !strings.Contains(u, "://") {
+		u = "redis://" + u
+	}
+	opts, err := redis.ParseURL(u)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", redactURL(u), err)
+	}
+	return opts, nil
+}
+
+// redactURL returns u with any password replaced by "xxxxx".
+func redactURL(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return "(unparsable URL)"
+}
+
+// Limits returns the default and strict rules' limits.
+func (c Config) Limits() (def, strict core.Limit) {
+	def = core.Limit{Rate: c.Limit, Period: c.Period, Burst: c.Limit, Algorithm: c.Algorithm}
+	strict = core.Limit{Rate: c.StrictLimit, Period: c.Period, Burst: c.StrictLimit, Algorithm: c.Algorithm}
+	return def, strict
+}

@@ -1,0 +1,257 @@
+package examples_test
+
+// The README's snippets. Each block between "// snippet:<name>" and
+// "// snippet:end" appears verbatim in README.md (TestREADMESnippets); the
+// functions that serve until killed are compiled, not run.
+
+import (
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gin-gonic/gin"
+	"github.com/gofiber/fiber/v2"
+	"github.com/labstack/echo/v4"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/echolimit"
+	"github.com/ratekit/ratekit/fiberlimit"
+	"github.com/ratekit/ratekit/ginlimit"
+	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/nethttp"
+)
+
+// net/http, with the quick start's setup.
+func Example_netHTTP() {
+	// snippet:setup
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	limiter, err := core.NewLimiter(core.NewRedisStore(rdb))
+	if err != nil {
+		log.Fatal(err)
+	}
+	clientIP, err := keyfuncs.IP() // the socket peer: see "Key functions" behind a proxy
+	if err != nil {
+		log.Fatal(err)
+	}
+	rules := []core.Rule{{Name: "default", Limit: core.PerMinute(100), Key: clientIP}}
+	// snippet:end
+
+	// snippet:nethttp
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") })
+	log.Fatal(http.ListenAndServe(":8080", nethttp.MustNew(limiter, rules)(mux)))
+	// snippet:end
+}
+
+// Gin.
+func Example_gin() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	limiter, err := core.NewLimiter(core.NewRedisStore(rdb))
+	if err != nil {
+		log.Fatal(err)
+	}
+	clientIP, err := keyfuncs.IP()
+	if err != nil {
+		log.Fatal(err)
+	}
+	rules := []core.Rule{{Name: "default", Limit: core.PerMinute(100), Key: clientIP}}
+
+	// snippet:gin
+	r := gin.Default()
+	r.Use(ginlimit.MustNew(limiter, rules))
+	r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "hello\n") })
+	log.Fatal(r.Run(":8080"))
+	// snippet:end
+}
+
+// Echo.
+func Example_echo() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	limiter, err := core.NewLimiter(core.NewRedisStore(rdb))
+	if err != nil {
+		log.Fatal(err)
+	}
+	clientIP, err := keyfuncs.IP()
+	if err != nil {
+		log.Fatal(err)
+	}
+	rules := []core.Rule{{Name: "default", Limit: core.PerMinute(100), Key: clientIP}}
+
+	// snippet:echo
+	e := echo.New()
+	e.Use(echolimit.MustNew(limiter, rules))
+	e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "hello\n") })
+	log.Fatal(e.Start(":8080"))
+	// snippet:end
+}
+
+// Fiber.
+func Example_fiber() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	limiter, err := core.NewLimiter(core.NewRedisStore(rdb))
+	if err != nil {
+		log.Fatal(err)
+	}
+	clientIP, err := keyfuncs.IP()
+	if err != nil {
+		log.Fatal(err)
+	}
+	rules := []core.Rule{{Name: "default", Limit: core.PerMinute(100), Key: clientIP}}
+
+	// snippet:fiber
+	app := fiber.New()
+	app.Use(fiberlimit.MustNew(limiter, rules))
+	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("hello\n") })
+	log.Fatal(app.Listen(":8080"))
+	// snippet:end
+}
+
+// A limit is shared by every middleware that names its rule alike over one
+// Redis, whatever the framework: here four replicas, one per framework,
+// share 3 requests a minute per API key. Each replica has a Limiter of its
+// own, as separate processes would.
+func Example_sharedLimit() {
+	mr := miniredis.NewMiniRedis() // stands in for Redis
+	if err := mr.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // a still clock: the output is exact
+
+	var closers []func() error
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
+	newLimiter := func() *core.Limiter { // a replica's own client and Limiter
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		l, err := core.NewLimiter(core.NewRedisStore(rdb))
+		if err != nil {
+			log.Fatal(err)
+		}
+		closers = append(closers, l.Close, rdb.Close)
+		return l
+	}
+	apiKey, err := keyfuncs.APIKey() // X-API-Key, hashed
+	if err != nil {
+		log.Fatal(err)
+	}
+	rules := []core.Rule{{Name: "default", Limit: core.PerMinute(3), Key: apiKey}}
+	hello := func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") }
+
+	gin.SetMode(gin.ReleaseMode)
+	g := gin.New()
+	g.Use(ginlimit.MustNew(newLimiter(), rules))
+	g.GET("/", gin.WrapF(hello))
+	e := echo.New()
+	e.Use(echolimit.MustNew(newLimiter(), rules))
+	e.GET("/", echo.WrapHandler(http.HandlerFunc(hello)))
+	f := fiber.New()
+	f.Use(fiberlimit.MustNew(newLimiter(), rules))
+	f.Get("/", func(c *fiber.Ctx) error { return c.SendString("hello\n") })
+
+	replicas := []struct {
+		name  string
+		serve func(*http.Request) *http.Response
+	}{
+		{"net/http", recorded(nethttp.MustNew(newLimiter(), rules)(http.HandlerFunc(hello)))},
+		{"gin", recorded(g)},
+		{"echo", recorded(e)},
+		{"fiber", func(r *http.Request) *http.Response {
+			resp, err := f.Test(r, -1)
+			if err != nil {
+				log.Fatal(err)
+			}
+			return resp
+		}},
+	}
+	for _, rep := range replicas {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-API-Key", "key-1")
+		resp := rep.serve(r)
+		resp.Body.Close()
+		fmt.Printf("%-8s %d  RateLimit: %s\n", rep.name, resp.StatusCode, resp.Header.Get("RateLimit"))
+	}
+	// Output:
+	// net/http 200  RateLimit: "default";r=2;t=20
+	// gin      200  RateLimit: "default";r=1;t=40
+	// echo     200  RateLimit: "default";r=0;t=60
+	// fiber    429  RateLimit: "default";r=0;t=60
+}
+
+// recorded serves requests with h into a recorder.
+func recorded(h http.Handler) func(*http.Request) *http.Response {
+	return func(r *http.Request) *http.Response {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Result()
+	}
+}
+
+// Behind a load balancer, trust it, and only it, to name the client.
+func Example_trustedProxies() {
+	// snippet:proxies
+	trusted, err := keyfuncs.ParsePrefixes("10.0.0.0/8") // the load balancers' addresses
+	if err != nil {
+		log.Fatal(err)
+	}
+	clientIP, err := keyfuncs.IP(keyfuncs.TrustedProxies(trusted...))
+	if err != nil {
+		log.Fatal(err)
+	}
+	// snippet:end
+
+	for _, c := range []struct{ peer, xff string }{
+		{"10.0.0.5:40000", "198.51.100.23, 203.0.113.7"}, // through the load balancer
+		{"198.51.100.23:40000", "203.0.113.7"},           // straight from a client
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = c.peer
+		r.Header.Set("X-Forwarded-For", c.xff)
+		id, err := clientIP(core.HTTPRequest(r))
+		fmt.Println(id, err)
+	}
+	// Output:
+	// ip:203.0.113.7 <nil>
+	// ip:198.51.100.23 <nil>
+}
+
+// Redis Cluster and Sentinel: any go-redis client that runs scripts.
+func Example_clusterAndSentinel() {
+	// snippet:cluster
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: []string{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"},
+	})
+	onCluster := core.NewRedisStore(cluster)
+	// snippet:end
+
+	// snippet:sentinel
+	failover := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:    "mymaster",
+		SentinelAddrs: []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"},
+	})
+	onSentinel := core.NewRedisStore(failover)
+	// snippet:end
+	_, _ = onCluster, onSentinel
+}
+
+// The failure policy and the deadline of every store call.
+func Example_failureModes() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true, MaxRetries: -1})
+	// snippet:failure
+	limiter, err := core.NewLimiter(core.NewRedisStore(rdb),
+		core.WithFailurePolicy(core.FailLocal), // the default; or FailOpen, FailClosed
+		core.WithReplicas(4),                   // while local, each of 4 replicas counts 1/4 of each limit
+		core.WithTimeout(50*time.Millisecond),  // the default deadline of a store call
+	)
+	// snippet:end
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+}

@@ -1,0 +1,242 @@
+// Package fiberlimit rate-limits Fiber (v2) handlers with a [core.Limiter].
+//
+// [New] returns a fiber.Handler: use it globally (app.Use), on a group
+// (app.Group(prefix, mw)) or on one route (app.Post("/login", mw, h)).
+// Middlewares stack, each with its own rules, and the response describes the
+// rules of all of them (see [core.Headers.Set]). A limited request is
+// answered 429 with Retry-After and the next handler is not called.
+//
+// The request is read through fasthttp directly, never converted to
+// net/http. Strings read through the [core.Request] view are fasthttp's own
+// buffers, valid only while the middleware runs: the stock key functions
+// build fresh identities, and identities from [Key] are copied, so nothing
+// of a request outlives its handler.
+//
+// Per-route keys (keyfuncs.Route) read c.Route().Path, the pattern of the
+// route being served, such as "/users/:id", never the raw path with its
+// IDs. In Fiber a middleware is a route of its own: one added with app.Use
+// or on a group sees its own prefix as the pattern, so a key that needs the
+// final route's pattern belongs to a middleware added on that route. The
+// store sees c.UserContext().
+package fiberlimit
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+// Option configures a middleware. Options are sealed: only this package
+// makes them.
+type Option func(*config) error
+
+type config struct {
+	core    core.MiddlewareConfig
+	next    func(*fiber.Ctx) bool
+	denied  func(*fiber.Ctx, core.Decision) error
+	onError func(*fiber.Ctx, error) error
+}
+
+var errNilFunc = errors.New("fiberlimit: nil function in option")
+
+// WithNext makes the middleware pass requests for which next reports true
+// straight to the next handler, unlimited and without rate-limit headers:
+// health checks, say. It is the Next field of Fiber's own middlewares. By
+// default no request is skipped. To exempt requests from one rule only, set
+// that rule's Skip.
+func WithNext(next func(c *fiber.Ctx) bool) Option {
+	return func(c *config) error {
+		if next == nil {
+			return errNilFunc
+		}
+		c.next = next
+		return nil
+	}
+}
+
+// WithHeaders selects the rate-limit header fields that responses carry;
+// [core.HeadersBoth] by default. See [core.NewHeaders] for their values.
+func WithHeaders(style core.HeaderStyle) Option {
+	return func(c *config) error { c.core.Headers = style; return nil }
+}
+
+// WithIETFDraft selects the syntax of the IETF RateLimit-Policy and
+// RateLimit fields; [core.DefaultIETFDraft] by default.
+func WithIETFDraft(draft core.IETFDraft) Option {
+	return func(c *config) error { c.core.Draft = draft; return nil }
+}
+
+// WithDeniedHandler replaces the default answer to a limited request (429
+// with a problem+json body). When denied runs, the rate-limit headers and
+// Retry-After are already set; denied writes the answer, or returns an
+// error for the app's ErrorHandler, such as fiber.ErrTooManyRequests.
+func WithDeniedHandler(denied func(c *fiber.Ctx, d core.Decision) error) Option {
+	return func(c *config) error {
+		if denied == nil {
+			return errNilFunc
+		}
+		c.denied = denied
+		return nil
+	}
+}
+
+// WithErrorHandler replaces the default answer when no decision could be
+// made: err wraps [core.ErrUnavailable] when the store is unavailable and
+// the Limiter fails closed (Retry-After is already set; the default answer
+// is the fail-closed status), [core.ErrNoIdentity] when a rule found no
+// identity under [core.NoIdentity401] (default 401), and is a
+// misconfiguration otherwise (default 500). err's text is for logs: do not
+// send it to clients.
+func WithErrorHandler(onError func(c *fiber.Ctx, err error) error) Option {
+	return func(c *config) error {
+		if onError == nil {
+			return errNilFunc
+		}
+		c.onError = onError
+		return nil
+	}
+}
+
+// WithFailClosedStatus sets the status of the answer when the store is
+// unavailable and the Limiter fails closed; 503 by default.
+func WithFailClosedStatus(status int) Option {
+	return func(c *config) error { c.core.FailClosedStatus = status; return nil }
+}
+
+// WithNoIdentity says what to do when a rule's key function finds no
+// identity: skip that rule ([core.NoIdentityNext], the default) or answer
+// 401 ([core.NoIdentity401]).
+func WithNoIdentity(policy core.NoIdentityPolicy) Option {
+	return func(c *config) error { c.core.NoIdentity = policy; return nil }
+}
+
+// New returns middleware that checks each request against rules with l,
+// sets the rate-limit headers, and either calls c.Next() or answers 429
+// with Retry-After. It returns an error for invalid rules or options.
+func New(l *core.Limiter, rules []core.Rule, opts ...Option) (fiber.Handler, error) {
+	var cfg config
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("fiberlimit: nil option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	m, err := core.NewMiddleware(l, rules, cfg.core)
+	if err != nil {
+		return nil, err
+	}
+	return func(c *fiber.Ctx) error {
+		if cfg.next != nil && cfg.next(c) {
+			return c.Next()
+		}
+		out := m.Handle(request{c})
+		out.Headers.Set(responseHeader{c})
+		switch {
+		case out.Proceed():
+			return c.Next()
+		case out.Limited() && cfg.denied != nil:
+			return cfg.denied(c, out.Decision)
+		case !out.Limited() && cfg.onError != nil:
+			return cfg.onError(c, out.Err)
+		}
+		c.Status(out.Status).Set(fiber.HeaderContentType, core.ProblemContentType)
+		return c.Send(out.Body) // shared and never modified, as Send requires
+	}, nil
+}
+
+// MustNew is [New] for rules and options fixed at start-up: it panics if
+// they are invalid.
+func MustNew(l *core.Limiter, rules []core.Rule, opts ...Option) fiber.Handler {
+	mw, err := New(l, rules, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}
+
+var errNotFiber = errors.New("fiberlimit: request not from a fiberlimit middleware")
+
+// Context returns the *fiber.Ctx of a request that a fiberlimit middleware
+// handles, and false for any other request.
+func Context(r core.Request) (*fiber.Ctx, bool) {
+	req, ok := r.(request)
+	return req.c, ok
+}
+
+// Key returns a key function over the *fiber.Ctx, for identities that only
+// Fiber knows, such as a value an earlier handler put with c.Locals:
+//
+//	fiberlimit.Key(func(c *fiber.Ctx) (string, error) {
+//		if id, _ := c.Locals("tenant").(string); id != "" {
+//			return "tenant:" + id, nil
+//		}
+//		return "", core.ErrNoIdentity
+//	})
+//
+// The identity fn returns is copied, so it may be a string that fasthttp
+// will reuse, such as c.Get("X-Tenant-Id"). Like every key function, fn
+// returns an error wrapping [core.ErrNoIdentity] when it finds no identity.
+// Outside a fiberlimit middleware the key function fails with an error that
+// does not.
+func Key(fn func(*fiber.Ctx) (string, error)) core.KeyFunc {
+	return func(r core.Request) (string, error) {
+		c, ok := Context(r)
+		if !ok {
+			return "", errNotFiber
+		}
+		id, err := fn(c)
+		return strings.Clone(id), err
+	}
+}
+
+// Cost returns a cost function over the *fiber.Ctx. Outside a fiberlimit
+// middleware it returns 0, which the Limiter rejects as an invalid cost.
+func Cost(fn func(*fiber.Ctx) int) func(core.Request) int {
+	return func(r core.Request) int {
+		c, ok := Context(r)
+		if !ok {
+			return 0
+		}
+		return fn(c)
+	}
+}
+
+// responseHeader is the core.ResponseHeader view of a *fiber.Ctx.
+type responseHeader struct{ c *fiber.Ctx }
+
+func (h responseHeader) Get(name string) string { return h.c.GetRespHeader(name) }
+func (h responseHeader) Set(name, value string) { h.c.Set(name, value) }
+
+// request is the core.Request view of a *fiber.Ctx; one pointer, so making
+// one allocates nothing.
+type request struct{ c *fiber.Ctx }
+
+func (r request) Context() context.Context  { return r.c.UserContext() }
+func (r request) Method() string            { return r.c.Method() }
+func (r request) Path() string              { return r.c.Path() }
+func (r request) Route() string             { return r.c.Route().Path }
+func (r request) Header(name string) string { return r.c.Get(name) }
+func (r request) Query(name string) string  { return r.c.Query(name) }
+
+// RemoteAddr returns the socket peer's address: never c.IP(), which reads
+// Fiber's ProxyHeader from anyone when it is configured; keyfuncs.IP reads
+// forwarding headers only from trusted proxies.
+func (r request) RemoteAddr() string { return r.c.Context().RemoteIP().String() }
+
+func (r request) HeaderValues(name string) []string {
+	vals := r.c.Request().Header.PeekAll(name)
+	if len(vals) == 0 {
+		return nil
+	}
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		out[i] = string(v)
+	}
+	return out
+}

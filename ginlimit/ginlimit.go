@@ -1,0 +1,212 @@
+// Package ginlimit rate-limits Gin handlers with a [core.Limiter].
+//
+// [New] returns a gin.HandlerFunc: use it globally (r.Use), on a group
+// (g.Use) or on one route (r.POST("/login", mw, handler)). Middlewares
+// stack, each with its own rules, and the response describes the rules of
+// all of them (see [core.Headers.SetHTTP]). A limited request is aborted
+// with 429 and Retry-After; an allowed one goes on with c.Next().
+//
+// Per-route keys (keyfuncs.Route) read c.FullPath(), the matched pattern
+// such as "/users/:id", never the raw path with its IDs. Gin routes before
+// any middleware runs, so the pattern is there even in a global middleware.
+// The store sees c.Request.Context(). Key and cost functions over the
+// *gin.Context are made with [Key] and [Cost].
+package ginlimit
+
+import (
+	"context"
+	"errors"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+// Option configures a middleware. Options are sealed: only this package
+// makes them.
+type Option func(*config) error
+
+type config struct {
+	core    core.MiddlewareConfig
+	skip    func(*gin.Context) bool
+	denied  func(*gin.Context, core.Decision)
+	onError func(*gin.Context, error)
+}
+
+var errNilFunc = errors.New("ginlimit: nil function in option")
+
+// WithSkip makes the middleware pass requests for which skip reports true
+// straight to the next handler, unlimited and without rate-limit headers:
+// health checks, say. By default no request is skipped. To exempt requests
+// from one rule only, set that rule's Skip.
+func WithSkip(skip func(*gin.Context) bool) Option {
+	return func(c *config) error {
+		if skip == nil {
+			return errNilFunc
+		}
+		c.skip = skip
+		return nil
+	}
+}
+
+// WithHeaders selects the rate-limit header fields that responses carry;
+// [core.HeadersBoth] by default. See [core.NewHeaders] for their values.
+func WithHeaders(style core.HeaderStyle) Option {
+	return func(c *config) error { c.core.Headers = style; return nil }
+}
+
+// WithIETFDraft selects the syntax of the IETF RateLimit-Policy and
+// RateLimit fields; [core.DefaultIETFDraft] by default.
+func WithIETFDraft(draft core.IETFDraft) Option {
+	return func(c *config) error { c.core.Draft = draft; return nil }
+}
+
+// WithDeniedHandler replaces the default answer to a limited request (429
+// with a problem+json body). When denied runs, the rate-limit headers and
+// Retry-After are already set; denied writes the status and body, and the
+// middleware aborts the chain after it.
+func WithDeniedHandler(denied func(c *gin.Context, d core.Decision)) Option {
+	return func(c *config) error {
+		if denied == nil {
+			return errNilFunc
+		}
+		c.denied = denied
+		return nil
+	}
+}
+
+// WithErrorHandler replaces the default answer when no decision could be
+// made: err wraps [core.ErrUnavailable] when the store is unavailable and
+// the Limiter fails closed (Retry-After is already set; the default answer
+// is the fail-closed status), [core.ErrNoIdentity] when a rule found no
+// identity under [core.NoIdentity401] (default 401), and is a
+// misconfiguration otherwise (default 500). The middleware aborts the chain
+// after onError. err's text is for logs: do not send it to clients.
+func WithErrorHandler(onError func(c *gin.Context, err error)) Option {
+	return func(c *config) error {
+		if onError == nil {
+			return errNilFunc
+		}
+		c.onError = onError
+		return nil
+	}
+}
+
+// WithFailClosedStatus sets the status of the answer when the store is
+// unavailable and the Limiter fails closed; 503 by default.
+func WithFailClosedStatus(status int) Option {
+	return func(c *config) error { c.core.FailClosedStatus = status; return nil }
+}
+
+// WithNoIdentity says what to do when a rule's key function finds no
+// identity: skip that rule ([core.NoIdentityNext], the default) or answer
+// 401 ([core.NoIdentity401]).
+func WithNoIdentity(policy core.NoIdentityPolicy) Option {
+	return func(c *config) error { c.core.NoIdentity = policy; return nil }
+}
+
+// New returns middleware that checks each request against rules with l,
+// sets the rate-limit headers, and either calls c.Next() or aborts with 429
+// and Retry-After. It returns an error for invalid rules or options.
+func New(l *core.Limiter, rules []core.Rule, opts ...Option) (gin.HandlerFunc, error) {
+	var cfg config
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("ginlimit: nil option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	m, err := core.NewMiddleware(l, rules, cfg.core)
+	if err != nil {
+		return nil, err
+	}
+	return func(c *gin.Context) {
+		if cfg.skip != nil && cfg.skip(c) {
+			c.Next()
+			return
+		}
+		out := m.Handle(request{c})
+		out.Headers.SetHTTP(c.Writer.Header())
+		switch {
+		case out.Proceed():
+			c.Next()
+			return
+		case out.Limited() && cfg.denied != nil:
+			cfg.denied(c, out.Decision)
+		case !out.Limited() && cfg.onError != nil:
+			cfg.onError(c, out.Err)
+		default:
+			c.Data(out.Status, core.ProblemContentType, out.Body)
+		}
+		c.Abort()
+	}, nil
+}
+
+// MustNew is [New] for rules and options fixed at start-up: it panics if
+// they are invalid.
+func MustNew(l *core.Limiter, rules []core.Rule, opts ...Option) gin.HandlerFunc {
+	mw, err := New(l, rules, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}
+
+var errNotGin = errors.New("ginlimit: request not from a ginlimit middleware")
+
+// Context returns the *gin.Context of a request that a ginlimit middleware
+// handles, and false for any other request.
+func Context(r core.Request) (*gin.Context, bool) {
+	req, ok := r.(request)
+	return req.c, ok
+}
+
+// Key returns a key function over the *gin.Context, for identities that
+// only Gin knows, such as a value an earlier middleware put with c.Set:
+//
+//	ginlimit.Key(func(c *gin.Context) (string, error) {
+//		if id := c.GetString("tenant"); id != "" {
+//			return "tenant:" + id, nil
+//		}
+//		return "", core.ErrNoIdentity
+//	})
+//
+// Like every key function, fn returns an error wrapping [core.ErrNoIdentity]
+// when it finds no identity. Outside a ginlimit middleware the key function
+// fails with an error that does not.
+func Key(fn func(*gin.Context) (string, error)) core.KeyFunc {
+	return func(r core.Request) (string, error) {
+		c, ok := Context(r)
+		if !ok {
+			return "", errNotGin
+		}
+		return fn(c)
+	}
+}
+
+// Cost returns a cost function over the *gin.Context. Outside a ginlimit
+// middleware it returns 0, which the Limiter rejects as an invalid cost.
+func Cost(fn func(*gin.Context) int) func(core.Request) int {
+	return func(r core.Request) int {
+		c, ok := Context(r)
+		if !ok {
+			return 0
+		}
+		return fn(c)
+	}
+}
+
+// request is the core.Request view of a *gin.Context; one pointer, so
+// making one allocates nothing.
+type request struct{ c *gin.Context }
+
+func (r request) Context() context.Context          { return r.c.Request.Context() }
+func (r request) Method() string                    { return r.c.Request.Method }
+func (r request) Path() string                      { return r.c.Request.URL.Path }
+func (r request) Route() string                     { return r.c.FullPath() }
+func (r request) Header(name string) string         { return r.c.Request.Header.Get(name) }
+func (r request) HeaderValues(name string) []string { return r.c.Request.Header.Values(name) }
+func (r request) Query(name string) string          { return r.c.Query(name) }
+func (r request) RemoteAddr() string                { return r.c.Request.RemoteAddr }
