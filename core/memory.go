@@ -135,8 +135,13 @@ func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
 	if err := validate(checks, n); err != nil {
 		return err
 	}
-	unlock := s.lock(checks)
-	defer unlock()
+	if len(checks) == 1 {
+		m := &s.locks[s.stripe(checks[0].Key)]
+		m.Lock()
+		defer m.Unlock()
+	} else {
+		defer s.lockMany(checks)()
+	}
 
 	now := s.now().UnixMicro()
 	var one [1]memDecision
@@ -173,14 +178,9 @@ func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
 	return nil
 }
 
-// lock locks the stripes of every key's hash tag, in order, and returns the
+// lockMany locks the stripes of every key's hash tag, in order, and returns the
 // function that unlocks them.
-func (s *MemoryStore) lock(checks []Check) func() {
-	if len(checks) == 1 {
-		m := &s.locks[s.stripe(checks[0].Key)]
-		m.Lock()
-		return m.Unlock
-	}
+func (s *MemoryStore) lockMany(checks []Check) func() {
 	idx := make([]int, 0, len(checks))
 	for i := range checks {
 		idx = append(idx, s.stripe(checks[i].Key))
