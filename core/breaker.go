@@ -207,9 +207,13 @@ func (l *Limiter) probeOnce() error {
 	defer cancel()
 	// The prober is counted in wg, so wg cannot be waited to zero here.
 	l.wg.Add(1)
+	t0 := l.mono()
 	_, err := l.spawn(ctx, l.probeChecks, 1)
 	if err != nil && ctx.Err() != nil && l.stopCtx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		err = l.timeoutErr
+	}
+	if l.observer != nil && l.stopCtx.Err() == nil {
+		l.observer.StoreCalled(time.Duration(l.mono()-t0), err)
 	}
 	return err
 }
@@ -230,6 +234,9 @@ func (l *Limiter) breakerChanged(from, to BreakerState, cause error) {
 	if l.onBreaker != nil {
 		l.onBreaker(from, to)
 	}
+	if l.observer != nil {
+		l.observer.BreakerChanged(from, to)
+	}
 	if l.logger == nil {
 		return
 	}
@@ -249,7 +256,7 @@ func (l *Limiter) breakerChanged(from, to BreakerState, cause error) {
 			slog.Any("error", cause),
 			slog.Int64("suppressed", suppressed))
 	case to == BreakerClosed && b.openLogged:
-		l.logger.LogAttrs(context.Background(), slog.LevelInfo,
+		l.logger.LogAttrs(context.Background(), slog.LevelWarn,
 			"ratekit: circuit breaker closed: the store answers again",
 			slog.Duration("outage", time.Duration(now-b.openedAt)),
 			slog.Int("failed_probes", b.probes))

@@ -35,6 +35,12 @@ type Rule struct {
 	Cost func(Request) int
 	// Skip reports whether the rule ignores a request; nil means never.
 	Skip func(Request) bool
+	// Shadow puts the rule in shadow (dry-run) mode: it is decided, spent,
+	// reported in headers and told to observers as usual, but never denies
+	// a request. Use it to try a new limit on live traffic and watch what
+	// it would deny before enforcing it. [WithShadow] does this for every
+	// rule of a Limiter.
+	Shadow bool
 }
 
 // Validate returns nil if the rule can be enforced, or an error that says
@@ -75,6 +81,9 @@ type RuleResult struct {
 	// Rule is the rule's name.
 	Rule string
 	Result
+	// Shadow reports that the rule was in shadow mode: when Allowed is
+	// false, the rule would have denied the request but did not.
+	Shadow bool
 }
 
 // Decision is the outcome of checking a request against a set of rules.
@@ -87,8 +96,9 @@ type Decision struct {
 	Results []RuleResult
 	// Limiting indexes Results: the most restrictive rule, which drives the
 	// X-RateLimit-* headers. It is the denying rule with the longest
-	// RetryAfter when the request is denied, else the rule with the fewest
-	// units remaining. -1 when no rule applied.
+	// RetryAfter when the request is denied, else a shadow rule that would
+	// have denied it, else the rule with the fewest units remaining. -1
+	// when no rule applied.
 	Limiting int
 }
 
@@ -99,6 +109,17 @@ func (d Decision) LimitingResult() (RuleResult, bool) {
 		return RuleResult{}, false
 	}
 	return d.Results[d.Limiting], true
+}
+
+// ShadowDenied reports whether a rule in shadow mode would have denied the
+// request.
+func (d Decision) ShadowDenied() bool {
+	for _, r := range d.Results {
+		if r.Shadow && !r.Allowed {
+			return true
+		}
+	}
+	return false
 }
 
 // Degraded reports whether any rule was decided without the shared store.
@@ -147,6 +168,8 @@ type Limiter struct {
 	probeChecks []Check
 	timeoutErr  error
 
+	shadow     bool
+	observer   Observer // nil when none; several are an observers
 	logger     *slog.Logger
 	onError    func(error)
 	onBreaker  func(from, to BreakerState)
@@ -327,12 +350,14 @@ func WithDeniedCache(size int) LimiterOption {
 	}
 }
 
-// WithLogger sets the logger of store failures and circuit breaker
-// changes; nil, the default, logs nothing. Failed store calls are logged at
-// Warn at most once a second, each line counting the ones suppressed since
-// the last, so an outage cannot flood the log; so are the breaker's
-// openings (Warn) and closings (Info). Lines carry errors and states, never
-// identities or storage keys.
+// WithLogger sets the logger of the Limiter; nil, the default, logs
+// nothing. Failed store calls are logged at Warn at most once a second,
+// each line counting the ones suppressed since the last, so an outage
+// cannot flood the log; so are the breaker's openings, and their closings
+// are logged at Warn too. When the logger is enabled at Debug, every rule's
+// decision is logged ("ratekit: decision") with its rule, verdict, cost,
+// remaining units and waits. Lines never carry storage keys, and
+// identities only as [Redacted]: their kind and a keyed hash.
 func WithLogger(logger *slog.Logger) LimiterOption {
 	return func(l *Limiter) error {
 		l.logger = logger
@@ -447,6 +472,7 @@ type planned struct {
 	name     string
 	identity string
 	cost     int
+	shadow   bool
 	check    Check
 	group    int
 }
@@ -457,6 +483,11 @@ type planned struct {
 // of different identities are decided one identity after the other, and
 // the first identity whose rules deny stops the rest. Results follow rule
 // order.
+//
+// A rule in shadow mode ([Rule.Shadow], [WithShadow]) is decided and spent
+// as usual, in a store call of its own, but never denies: its result may
+// say Allowed false while the decision allows, and its denial stops
+// nothing. Even under [FailClosed] a shadow rule's outage denies nothing.
 //
 // When the store cannot decide, the [FailurePolicy] does, and the results
 // it makes are Degraded: under [FailLocal] and [FailOpen] Check returns a
@@ -470,6 +501,9 @@ type planned struct {
 // ctx ends before the store answers (that is the caller giving up, not
 // a store failure). Every rule's identity is found before anything is
 // spent. Rules must have been validated with [ValidateRules].
+//
+// Each result of a returned decision is told to the [Observer]s and, when
+// the logger is enabled at Debug, logged with its identity redacted.
 func (l *Limiter) Check(ctx context.Context, req Request, rules []Rule) (Decision, error) {
 	var pbuf [8]planned
 	plan := pbuf[:0]
@@ -491,9 +525,9 @@ func (l *Limiter) Check(ctx context.Context, req Request, rules []Rule) (Decisio
 		if err != nil {
 			return Decision{}, err
 		}
-		p := planned{name: r.Name, identity: id, cost: cost, check: Check{Key: k, Limit: r.Limit}, group: groups}
+		p := planned{name: r.Name, identity: id, cost: cost, shadow: l.shadow || r.Shadow, check: Check{Key: k, Limit: r.Limit}, group: groups}
 		for j := range plan {
-			if plan[j].identity == id && plan[j].cost == cost {
+			if plan[j].identity == id && plan[j].cost == cost && plan[j].shadow == p.shadow {
 				p.group = plan[j].group
 				break
 			}
@@ -508,55 +542,71 @@ func (l *Limiter) Check(ctx context.Context, req Request, rules []Rule) (Decisio
 		return d, nil
 	}
 
+	d.Results = make([]RuleResult, len(plan))
 	var (
-		rbuf    [8]Result
-		results = rbuf[:]
 		cbuf    [8]Check
-		decided = 0 // groups decided
+		gbuf    [8]Result
+		decided = 0    // groups decided
+		cached  uint64 // bit g: the denied-key cache answered group g
 		err     error
 	)
-	if len(plan) > len(rbuf) {
-		results = make([]Result, len(plan))
-	}
-	results = results[:len(plan)]
 	for g := 0; g < groups && d.Allowed && err == nil; g++ {
 		checks := cbuf[:0]
-		for _, p := range plan {
-			if p.group == g {
-				checks = append(checks, p.check)
+		first := -1
+		for i := range plan {
+			if plan[i].group == g {
+				if first < 0 {
+					first = i
+				}
+				checks = append(checks, plan[i].check)
 			}
 		}
-		var gres [8]Result
-		res := gres[:0]
-		if len(checks) > len(gres) {
+		res := gbuf[:0]
+		if len(checks) > len(gbuf) {
 			res = make([]Result, len(checks))
 		}
 		res = res[:len(checks)]
-		err = l.decide(ctx, checks, plan[firstOf(plan, g)].cost, res)
-		if err != nil && !errors.Is(err, ErrUnavailable) {
-			return Decision{}, err
+		shadow := plan[first].shadow
+		hit, gerr := l.decide(ctx, checks, plan[first].cost, res)
+		if gerr != nil && !errors.Is(gerr, ErrUnavailable) {
+			return Decision{}, gerr
+		}
+		if !shadow {
+			err = gerr // a shadow rule denies nothing, even failing closed
+		}
+		if hit {
+			cached |= 1 << min(g, 63)
 		}
 		j := 0
-		for i, p := range plan {
-			if p.group == g {
-				results[i] = res[j]
-				d.Allowed = d.Allowed && res[j].Allowed
+		for i := range plan {
+			if plan[i].group == g {
+				d.Results[i] = RuleResult{Rule: plan[i].name, Result: res[j], Shadow: shadow}
+				if !shadow {
+					d.Allowed = d.Allowed && res[j].Allowed
+				}
 				j++
 			}
 		}
 		decided++
 	}
-	d.Results = make([]RuleResult, 0, len(plan))
-	for i, p := range plan {
-		if p.group < decided {
-			d.Results = append(d.Results, RuleResult{Rule: p.name, Result: results[i]})
+	// keep the results of the groups decided, in rule order
+	var ibuf [8]int
+	idx := ibuf[:0]
+	for i := range plan {
+		if plan[i].group < decided {
+			d.Results[len(idx)] = d.Results[i]
+			idx = append(idx, i)
 		}
 	}
+	d.Results = d.Results[:len(idx)]
 	if err != nil {
 		// fail closed: nothing of this request may pass, and every result
 		// says when to try again
 		retry := l.retryAfter()
 		for i := range d.Results {
+			if d.Results[i].Shadow {
+				continue
+			}
 			r := &d.Results[i].Result
 			r.Allowed, r.Degraded = false, true
 			r.RetryAfter = max(r.RetryAfter, retry)
@@ -564,38 +614,32 @@ func (l *Limiter) Check(ctx context.Context, req Request, rules []Rule) (Decisio
 		d.Allowed = false
 	}
 	d.Limiting = mostRestrictive(d.Results)
+	l.observe(ctx, &d, plan, idx, cached)
 	return d, err
 }
 
-func firstOf(plan []planned, g int) int {
-	for i := range plan {
-		if plan[i].group == g {
-			return i
-		}
-	}
-	return -1
-}
-
 // decide decides one group of checks, all of one identity and cost n, into
-// results. It returns input errors, the caller's context error, and under
-// FailClosed an error wrapping ErrUnavailable along with denied results.
-func (l *Limiter) decide(ctx context.Context, checks []Check, n int, results []Result) error {
+// results, and reports whether the denied-key cache answered. It returns
+// input errors, the caller's context error, and under FailClosed an error
+// wrapping ErrUnavailable along with denied results.
+func (l *Limiter) decide(ctx context.Context, checks []Check, n int, results []Result) (cached bool, err error) {
 	if err := validate(checks, n); err != nil {
-		return err
+		return false, err
 	}
 	if l.mem != nil {
-		res, err := l.mem.AllowAllN(ctx, checks, n)
-		if err != nil {
-			return err
+		if l.observer == nil {
+			return false, l.mem.allow(checks, n, results)
 		}
-		copy(results, res)
-		return nil
+		t0 := l.mono()
+		err := l.mem.allow(checks, n, results)
+		l.observer.StoreCalled(time.Duration(l.mono()-t0), err)
+		return false, err
 	}
 	if l.denied != nil && never(checks, n, results) {
-		return nil
+		return false, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("ratekit: %w", err)
+		return false, fmt.Errorf("ratekit: %w", err)
 	}
 
 	var (
@@ -614,7 +658,7 @@ func (l *Limiter) decide(ctx context.Context, checks []Check, n int, results []R
 			if cancel != nil {
 				cancel()
 			}
-			return nil
+			return true, nil
 		}
 		if wait == nil {
 			break
@@ -631,9 +675,9 @@ func (l *Limiter) decide(ctx context.Context, checks []Check, n int, results []R
 		}
 		cancel()
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("ratekit: %w", err)
+			return false, fmt.Errorf("ratekit: %w", err)
 		}
-		return l.fallback(ctx, checks, n, results, l.timeoutErr)
+		return false, l.fallback(ctx, checks, n, results, l.timeoutErr)
 	}
 
 	if l.brk.current() != BreakerClosed {
@@ -641,7 +685,7 @@ func (l *Limiter) decide(ctx context.Context, checks []Check, n int, results []R
 		if cancel != nil {
 			cancel()
 		}
-		return l.fallback(ctx, checks, n, results, nil)
+		return false, l.fallback(ctx, checks, n, results, nil)
 	}
 	if cctx == nil {
 		cctx, cancel = context.WithTimeout(ctx, l.timeout)
@@ -653,23 +697,26 @@ func (l *Limiter) decide(ctx context.Context, checks []Check, n int, results []R
 	if err == nil && len(res) != len(checks) {
 		err = fmt.Errorf("%w: %d results for %d checks", ErrMalformedReply, len(res), len(checks))
 	}
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+		err = l.timeoutErr
+	}
+	if l.observer != nil {
+		l.observer.StoreCalled(time.Duration(l.mono()-t0), err)
+	}
 	if err != nil {
 		l.denied.release(leads)
 		if ctx.Err() != nil {
-			return fmt.Errorf("ratekit: %w", ctx.Err())
-		}
-		if cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
-			err = l.timeoutErr
+			return false, fmt.Errorf("ratekit: %w", ctx.Err())
 		}
 		l.failed(err)
-		return l.fallback(ctx, checks, n, results, err)
+		return false, l.fallback(ctx, checks, n, results, err)
 	}
 	l.succeeded()
 	copy(results, res)
 	if l.denied != nil {
 		l.denied.record(checks, n, t0, results, leads)
 	}
-	return nil
+	return false, nil
 }
 
 // never reports whether a cost above a limit's capacity denies the group,
@@ -742,14 +789,38 @@ func (l *Limiter) spawn(ctx context.Context, checks []Check, n int) ([]Result, e
 // mostRestrictive picks the result that drives the X-RateLimit-* headers:
 // among denials the longest wait (a never-allowable cost first), else the
 // fewest units remaining relative to capacity, then the longest reset.
+// A denial that denied ranks above a shadow rule's, which ranks above any
+// allowance.
 func mostRestrictive(results []RuleResult) int {
 	best := -1
 	for i := range results {
-		if best < 0 || moreRestrictive(results[i].Result, results[best].Result) {
+		if best < 0 {
+			best = i
+			continue
+		}
+		a, b := &results[i], &results[best]
+		if ra, rb := denialRank(a), denialRank(b); ra != rb {
+			if ra > rb {
+				best = i
+			}
+			continue
+		}
+		if moreRestrictive(a.Result, b.Result) {
 			best = i
 		}
 	}
 	return best
+}
+
+// denialRank is 2 for a denial, 1 for a shadow rule's denial, 0 otherwise.
+func denialRank(r *RuleResult) int {
+	switch {
+	case r.Allowed:
+		return 0
+	case r.Shadow:
+		return 1
+	}
+	return 2
 }
 
 func moreRestrictive(a, b Result) bool {

@@ -268,7 +268,7 @@ func TestDeniedCacheHitAllocs(t *testing.T) {
 	results := make([]Result, len(checks))
 	ctx := context.Background()
 	for range 2 {
-		if err := l.decide(ctx, checks, 1, results); err != nil {
+		if _, err := l.decide(ctx, checks, 1, results); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -276,7 +276,7 @@ func TestDeniedCacheHitAllocs(t *testing.T) {
 		t.Fatalf("fixture: %+v, want a denial", results[0])
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		if err := l.decide(ctx, checks, 1, results); err != nil || results[0].Allowed {
+		if _, err := l.decide(ctx, checks, 1, results); err != nil || results[0].Allowed {
 			t.Fatal("not a cached denial")
 		}
 	})

@@ -440,7 +440,7 @@ func TestLoggerBreakerChanges(t *testing.T) {
 	store.mode.Store(modeOK)
 	waitFor(t, time.Second, func() bool { return l.BreakerState() == core.BreakerClosed })
 	out := buf.String()
-	for _, want := range []string{"level=WARN msg=\"ratekit: circuit breaker open", "level=INFO msg=\"ratekit: circuit breaker closed"} {
+	for _, want := range []string{"level=WARN msg=\"ratekit: circuit breaker open", "level=WARN msg=\"ratekit: circuit breaker closed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}

@@ -1,0 +1,293 @@
+package core
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Observer is told what a [Limiter] decides and how its store fares, for
+// metrics; package promlimit has one for Prometheus. Register one with
+// [WithObserver].
+//
+// Methods are called synchronously on the goroutine that caused the event,
+// from many goroutines at once: they must be fast, must not block, and
+// must be safe for concurrent use. Embed [NopObserver] to implement only
+// some of them; methods added to Observer in later versions will have
+// no-op implementations there.
+type Observer interface {
+	// Decided is called once for each rule result of every decision
+	// [Limiter.Check] returns, after the decision is made. ctx is the
+	// Check's context.
+	Decided(ctx context.Context, e DecisionEvent)
+	// StoreCalled is called after every call the Limiter made to its
+	// store, the circuit breaker's probes included, with how long it took
+	// and its error (nil on success). A call abandoned at its deadline
+	// reports the deadline and an error wrapping
+	// [context.DeadlineExceeded]. Requests decided without a store call (a
+	// denied-key cache hit, an open breaker) report none.
+	StoreCalled(d time.Duration, err error)
+	// BreakerChanged is called on every change of the circuit breaker's
+	// state, one call at a time and in order; it must not call the
+	// Limiter's Check.
+	BreakerChanged(from, to BreakerState)
+}
+
+// NopObserver is an [Observer] that does nothing, for embedding in
+// observers that implement only some of the methods.
+type NopObserver struct{}
+
+// Decided does nothing.
+func (NopObserver) Decided(context.Context, DecisionEvent) {}
+
+// StoreCalled does nothing.
+func (NopObserver) StoreCalled(time.Duration, error) {}
+
+// BreakerChanged does nothing.
+func (NopObserver) BreakerChanged(BreakerState, BreakerState) {}
+
+// DecisionEvent describes one rule's part of a decision, for an
+// [Observer]. It never holds the identity: metrics built from it stay
+// bounded however many clients there are.
+type DecisionEvent struct {
+	// Rule is the rule's name.
+	Rule string
+	// Result is the rule's result, as in [Decision.Results]. For a rule in
+	// shadow mode, Allowed is what the rule would have decided.
+	Result
+	// Shadow reports that the rule was in shadow mode ([Rule.Shadow],
+	// [WithShadow]): its denial, if any, denied nothing.
+	Shadow bool
+	// Cached reports that the denied-key cache answered for the rule,
+	// without a store call ([WithDeniedCache]).
+	Cached bool
+}
+
+// Verdict is what one rule decided for a request, as metrics and logs name
+// it.
+type Verdict string
+
+// Verdicts of a rule.
+const (
+	// VerdictAllowed: the rule allowed the request.
+	VerdictAllowed Verdict = "allowed"
+	// VerdictDenied: the rule denied the request.
+	VerdictDenied Verdict = "denied"
+	// VerdictShadowDenied: the rule, in shadow mode, would have denied the
+	// request, and let it through.
+	VerdictShadowDenied Verdict = "shadow_denied"
+)
+
+// Verdict returns whether the rule allowed, denied or, in shadow mode,
+// would have denied the request. Whether the store decided is told apart
+// by Degraded.
+func (e DecisionEvent) Verdict() Verdict {
+	switch {
+	case e.Allowed:
+		return VerdictAllowed
+	case e.Shadow:
+		return VerdictShadowDenied
+	}
+	return VerdictDenied
+}
+
+// Used returns the fraction of the limit's capacity that is spent after
+// the decision, from 0 (all units remain) to 1 (none remain): 1 -
+// Remaining/Capacity. A decision that leaves 20 of 100 units has used
+// 0.8.
+func (r Result) Used() float64 {
+	c := r.Limit.Capacity()
+	if c <= 0 {
+		return 0
+	}
+	return 1 - float64(min(max(r.Remaining, 0), c))/float64(c)
+}
+
+// Kinds of store error, as [ErrorKind] names them.
+const (
+	ErrorKindTimeout    = "timeout"    // no answer within the deadline
+	ErrorKindCanceled   = "canceled"   // the call's context was canceled
+	ErrorKindConnection = "connection" // dialing, reading or writing failed
+	ErrorKindRedis      = "redis"      // Redis answered with an error
+	ErrorKindMalformed  = "malformed"  // a reply that could not be parsed
+	ErrorKindClosed     = "closed"     // the store or client was closed
+	ErrorKindOther      = "other"      // anything else
+)
+
+// ErrorKind sorts a store error into one of a few kinds, for metric labels
+// that stay bounded: [ErrorKindTimeout], [ErrorKindCanceled],
+// [ErrorKindConnection], [ErrorKindRedis], [ErrorKindMalformed],
+// [ErrorKindClosed] or [ErrorKindOther]. It returns "" for nil.
+func ErrorKind(err error) string {
+	var (
+		rerr redis.Error
+		nerr net.Error
+	)
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, context.DeadlineExceeded):
+		return ErrorKindTimeout
+	case errors.Is(err, context.Canceled):
+		return ErrorKindCanceled
+	case errors.Is(err, ErrMalformedReply):
+		return ErrorKindMalformed
+	case errors.Is(err, ErrClosed), errors.Is(err, redis.ErrClosed), errors.Is(err, net.ErrClosed):
+		return ErrorKindClosed
+	case errors.As(err, &nerr):
+		if nerr.Timeout() {
+			return ErrorKindTimeout
+		}
+		return ErrorKindConnection
+	case errors.As(err, &rerr):
+		return ErrorKindRedis
+	}
+	return ErrorKindOther
+}
+
+// WithObserver adds an [Observer], told of every decision, store call and
+// breaker change. Several observers may be added; each is called in turn.
+func WithObserver(o Observer) LimiterOption {
+	return func(l *Limiter) error {
+		if o == nil {
+			return errors.New("ratekit: WithObserver: nil observer")
+		}
+		if l.observer == nil {
+			l.observer = o
+			return nil
+		}
+		m, ok := l.observer.(observers)
+		if !ok {
+			m = observers{l.observer}
+		}
+		l.observer = append(m, o)
+		return nil
+	}
+}
+
+// observers calls each of several observers.
+type observers []Observer
+
+func (m observers) Decided(ctx context.Context, e DecisionEvent) {
+	for _, o := range m {
+		o.Decided(ctx, e)
+	}
+}
+
+func (m observers) StoreCalled(d time.Duration, err error) {
+	for _, o := range m {
+		o.StoreCalled(d, err)
+	}
+}
+
+func (m observers) BreakerChanged(from, to BreakerState) {
+	for _, o := range m {
+		o.BreakerChanged(from, to)
+	}
+}
+
+// WithShadow puts every rule the Limiter checks in shadow mode, as
+// [Rule.Shadow] does for one rule: decisions are made, spent, counted and
+// reported as usual, but none denies a request. Use it to try new limits
+// on live traffic, watching the shadow_denied outcomes of its metrics.
+func WithShadow() LimiterOption {
+	return func(l *Limiter) error {
+		l.shadow = true
+		return nil
+	}
+}
+
+// observe tells the observer and the debug log about a decision.
+// idx maps each of d's results to its entry in plan; cached has bit g set
+// when the denied-key cache answered group g.
+func (l *Limiter) observe(ctx context.Context, d *Decision, plan []planned, idx []int, cached uint64) {
+	debug := l.logger != nil && l.logger.Enabled(ctx, slog.LevelDebug)
+	if l.observer == nil && !debug {
+		return
+	}
+	for i := range d.Results {
+		r := &d.Results[i]
+		p := &plan[idx[i]]
+		e := DecisionEvent{Rule: r.Rule, Result: r.Result, Shadow: r.Shadow, Cached: cached&(1<<min(p.group, 63)) != 0}
+		if l.observer != nil {
+			l.observer.Decided(ctx, e)
+		}
+		if debug {
+			l.logger.LogAttrs(ctx, slog.LevelDebug, "ratekit: decision",
+				slog.String("rule", r.Rule),
+				slog.Any("identity", Redacted(p.identity)),
+				slog.String("verdict", string(e.Verdict())),
+				slog.Int("cost", p.cost),
+				slog.Int("limit", r.Limit.Capacity()),
+				slog.Int("remaining", r.Remaining),
+				slog.Duration("retry_after", r.RetryAfter),
+				slog.Duration("reset_after", r.ResetAfter),
+				slog.Bool("degraded", r.Degraded),
+				slog.Bool("cached", e.Cached))
+		}
+	}
+}
+
+// Redacted wraps an identity for logging: its [slog.LogValuer] writes the
+// identity's kind (the part before the first ':', such as "ip" or "user")
+// and a short keyed hash of the rest, never the identity itself. The key
+// is drawn at random when the process starts, so equal identities log
+// alike within one process, and the hash cannot be reversed by hashing
+// guesses (every IPv4 address, say) without the key.
+type Redacted string
+
+// LogValue returns the redacted form, such as "ip:5f0c3a1d9be2".
+func (r Redacted) LogValue() slog.Value {
+	return slog.StringValue(redact(string(r)))
+}
+
+// String returns the redacted form, as LogValue does.
+func (r Redacted) String() string { return redact(string(r)) }
+
+var redactKey = func() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k) // crypto/rand.Read never fails
+	return k
+}()
+
+func redact(id string) string {
+	kind, rest, ok := strings.Cut(id, ":")
+	if !ok || len(kind) > 16 || !printableWord(kind) {
+		kind, rest = "", id
+	}
+	m := hmac.New(sha256.New, redactKey)
+	m.Write([]byte(rest))
+	sum := m.Sum(nil)
+	var b strings.Builder
+	b.Grow(len(kind) + 13)
+	if kind != "" {
+		b.WriteString(kind)
+		b.WriteByte(':')
+	}
+	b.WriteString(hex.EncodeToString(sum[:6]))
+	return b.String()
+}
+
+// printableWord reports whether s is a short word of letters, digits, '-'
+// and '_', as identity kinds are.
+func printableWord(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
