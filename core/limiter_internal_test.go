@@ -91,10 +91,11 @@ func TestFallbackBounded(t *testing.T) {
 		bound   int
 	}{
 		// a GCRA key of 10/s lives 100ms after one request and one new
-		// identity arrives per ms: about 100 keys are alive at any time,
-		// and the store's expiry, which works in ticks of about a second,
-		// holds about 1000 more
-		{"expiry", PerSecond(10), 1 << 20, 2000},
+		// identity arrives per ms: about 100 keys are alive at any time;
+		// the store keeps an entry a second past its state's expiry, and
+		// its expiry works in ticks of about a second, so about 2000 more
+		// are held
+		{"expiry", PerSecond(10), 1 << 20, 3000},
 		// a key of 10/h lives 6 minutes: only the maximum bounds the store
 		{"maximum", PerHour(10), 5000, 5000},
 	}

@@ -16,13 +16,15 @@ import (
 // shared only by the goroutines of one process. It serves tests, single
 // replicas, and the local fallback while Redis is unreachable.
 //
-// Its memory is bounded: a key's state is dropped once it has expired (when
-// Redis would have expired it), and at most [WithMaxKeys] keys are kept. It
+// Its memory is bounded: a key's state is ignored once it has expired (when
+// Redis would have expired it) and dropped within about a second after, and
+// at most [WithMaxKeys] keys are kept. Keys used again within that second
+// are updated in place, without allocating. It
 // is safe for concurrent use; call [MemoryStore.Close] to stop its
 // background clean-up.
 type MemoryStore struct {
 	now   func() time.Time
-	cache *otter.Cache[string, memState]
+	cache *otter.Cache[string, *memState]
 	seed  maphash.Seed
 	locks [256]sync.Mutex
 }
@@ -32,6 +34,13 @@ type memState struct {
 	expires int64   // µs of the store's clock; the state is absent from then on
 	a, b, c int64   // gcra: a = TAT; fixed: a = window, b = count; counter: a = window, b = current, c = previous
 	log     []int64 // sliding log: admitted units' times in µs, oldest first
+
+	// horizon is when the cache drops the entry, in µs of the store's
+	// clock: expires when the entry was stored, later after an update that
+	// outgrew it (see store). A state updated within its horizon is
+	// rewritten in place, which costs the cache nothing, where a Set
+	// allocates.
+	horizon int64
 }
 
 // MemoryOption configures a [MemoryStore].
@@ -66,11 +75,11 @@ func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
 		cfg.maxKeys = 1
 	}
 	s := &MemoryStore{now: cfg.now, seed: maphash.MakeSeed()}
-	s.cache = otter.Must(&otter.Options[string, memState]{
+	s.cache = otter.Must(&otter.Options[string, *memState]{
 		MaximumSize: cfg.maxKeys,
 		Clock:       memClock{cfg.now},
-		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, memState]) time.Duration {
-			return time.Duration(e.Value.expires)*time.Microsecond - time.Duration(cfg.now().UnixNano())
+		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, *memState]) time.Duration {
+			return time.Duration(e.Value.horizon)*time.Microsecond - time.Duration(cfg.now().UnixNano())
 		}),
 	})
 	return s
@@ -144,24 +153,32 @@ func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
 	}
 
 	now := s.now().UnixMicro()
-	var one [1]memDecision
-	decisions := one[:]
+	var (
+		one    [1]memDecision
+		oneCur [1]*memState
+	)
+	decisions, cur := one[:], oneCur[:]
 	if len(checks) > 1 {
 		decisions = make([]memDecision, len(checks))
+		cur = make([]*memState, len(checks))
 	}
 	all := true
 	for i := range checks {
-		st, ok := s.cache.GetIfPresent(checks[i].Key)
-		if ok && st.expires <= now {
-			st, ok = memState{}, false
+		var st memState
+		p, ok := s.cache.GetIfPresent(checks[i].Key)
+		if ok && p.expires > now {
+			st = *p
+		} else {
+			ok = false // expired: absent, though its entry may be reused
 		}
+		cur[i] = p
 		decisions[i] = decide(checks[i].Limit, st, ok, now, int64(n))
 		all = all && decisions[i].ok
 	}
 	for i := range checks {
 		d := &decisions[i]
 		if all {
-			s.cache.Set(checks[i].Key, d.state)
+			s.store(checks[i].Key, cur[i], d.state)
 			results[i] = result(checks[i].Limit, true, d.remainingAfter, 0, d.resetAft)
 			continue
 		}
@@ -170,12 +187,39 @@ func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
 			if len(d.trim.log) == 0 {
 				s.cache.Invalidate(checks[i].Key)
 			} else {
-				s.cache.Set(checks[i].Key, d.trim)
+				s.store(checks[i].Key, cur[i], d.trim)
 			}
 		}
 		results[i] = result(checks[i].Limit, false, d.remaining, d.retry, d.reset)
 	}
 	return nil
+}
+
+// slack is how long, in µs, a cached entry outlives the state it held
+// when it was stored: a key used again within it is updated in place.
+const slack = int64(time.Second / time.Microsecond)
+
+// store writes st as key's state; cur is the key's cached entry,
+// live or expired, nil if the cache has none. The entry is kept until its
+// horizon, a second (slack) past the expiry of the state it was stored
+// with. A later state that expires by the horizon is written in place,
+// which costs the cache nothing; otherwise the entry is stored again with a
+// new horizon, which allocates. A key used at least once a second thus
+// costs about one Set a second however often it is used, and an expired
+// key's memory is reclaimed within about a second of its expiry. Reads
+// ignore state past its expiry, as Redis would have dropped it.
+func (s *MemoryStore) store(key string, cur *memState, st memState) {
+	if cur != nil && st.expires <= cur.horizon {
+		st.horizon = cur.horizon
+		*cur = st
+		return
+	}
+	if cur == nil {
+		cur = new(memState)
+	}
+	st.horizon = st.expires + slack
+	*cur = st
+	s.cache.Set(key, cur)
 }
 
 // lockMany locks the stripes of every key's hash tag, in order, and returns the

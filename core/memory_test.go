@@ -33,8 +33,9 @@ func TestMemoryStoreBounded(t *testing.T) {
 		}
 	}
 	clock.Add(time.Second)
-	// keys live at most one period (plus a millisecond): about two seconds'
-	// worth of identities at any time, whatever the total
+	// keys live at most one period, and their entries a second more:
+	// about two seconds' worth of identities at any time, whatever the
+	// total
 	if bound := 3 * perSecond; peak > bound {
 		t.Fatalf("store held %d keys at its peak, want at most %d for %d identities", peak, bound, total)
 	}
@@ -56,5 +57,35 @@ func TestMemoryStoreMaxKeys(t *testing.T) {
 	}
 	if n := s.Len(); n > 1000 {
 		t.Fatalf("Len = %d, want at most 1000", n)
+	}
+}
+
+// TestMemoryStoreKeepsUpdatedState spends a key often, far past the time its
+// first state would have expired: updates in place must keep the entry.
+func TestMemoryStoreKeepsUpdatedState(t *testing.T) {
+	for _, alg := range []core.Algorithm{core.GCRA, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := &fakeClock{now: start}
+			s := core.NewMemoryStore(core.WithClock(clock.Now))
+			defer s.Close()
+			limit := core.PerSecond(4).WithAlgorithm(alg)
+			allowed := 0
+			// 40 requests a second for 30 seconds: the limit admits 4 a
+			// second, about 120 in all (the sliding counter's weighting
+			// admits fewer), and more only if state were lost
+			for range 30 * 40 {
+				res, err := s.Allow(context.Background(), "k", limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Allowed {
+					allowed++
+				}
+				clock.Add(25 * time.Millisecond)
+			}
+			if allowed < 85 || allowed > 130 {
+				t.Fatalf("%d allowed in 30s at 4/s", allowed)
+			}
+		})
 	}
 }
