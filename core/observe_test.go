@@ -148,7 +148,8 @@ func TestObserverEvents(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { client.Close() })
 	rec := &recorder{}
-	l := newLimiter(t, core.NewRedisStore(client), core.WithObserver(rec), core.WithObserver(core.NopObserver{}))
+	// a generous deadline: a loaded machine must not turn a call into an outage
+	l := newLimiter(t, core.NewRedisStore(client), core.WithObserver(rec), core.WithObserver(core.NopObserver{}), core.WithTimeout(10*time.Second))
 	r := rule("login", core.PerHour(2), "user:1")
 	for range 4 {
 		if _, err := check(t, l, r); err != nil {

@@ -45,7 +45,9 @@ func fleetRules() (global, login []core.Rule) {
 func newLimiter(t *testing.T, addr string) *core.Limiter {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { c.Close() })
-	return adaptertest.NewLimiterOver(t, core.NewRedisStore(c), core.WithDeniedCache(0))
+	// a generous deadline: under -race on a busy machine miniredis can
+	// miss 50 ms, which would send requests to the local fallback
+	return adaptertest.NewLimiterOver(t, core.NewRedisStore(c), core.WithDeniedCache(0), core.WithTimeout(10*time.Second))
 }
 
 func httpReplica(name string, h http.Handler) replica {
