@@ -159,6 +159,7 @@ type Limiter struct {
 	// mem is the store when it is a *MemoryStore, whose calls never block
 	// nor fail: no deadline goroutine, breaker, fallback or cache is needed.
 	mem           *MemoryStore
+	direct        bool         // the store keeps deadlines itself: no goroutine per call
 	fallbackStore *MemoryStore // FailLocal only
 	fallbackOpts  []MemoryOption
 	denied        *deniedCache // nil when off
@@ -231,8 +232,10 @@ func WithFailurePolicy(p FailurePolicy) LimiterOption {
 // The deadline holds whatever the client: Check returns at the deadline
 // even from a go-redis client that ignores contexts (its default), while
 // the abandoned call finishes in the background, where [Limiter.Close]
-// waits for it. To have the client itself give up at the deadline, and free
-// its connection at once, configure it like this:
+// waits for it; such calls each run on a goroutine of their own. A client
+// that gives up at the deadline itself, and frees its connection at once,
+// is called on the request's goroutine, which saves a goroutine and a
+// hand-off per call; configure it like this:
 //
 //	redis.NewClient(&redis.Options{
 //		Addr:                  addr,
@@ -418,6 +421,7 @@ func NewLimiter(store Store, opts ...LimiterOption) (*Limiter, error) {
 	l.probeChecks = []Check{{Key: probeKey(l.prefix), Limit: probeLimit}}
 	l.stopCtx, l.cancelStop = context.WithCancel(context.Background())
 	l.mem, _ = store.(*MemoryStore)
+	l.direct = honoursDeadlines(store)
 	if l.mem == nil {
 		if l.policy == FailLocal {
 			l.fallbackStore = NewMemoryStore(l.fallbackOpts...)
@@ -692,8 +696,13 @@ func (l *Limiter) decide(ctx context.Context, checks []Check, n int, results []R
 	}
 	defer cancel()
 	t0 := l.mono()
-	// the call may outlive this function: it gets checks of its own
-	res, err := l.callStore(cctx, slices.Clone(checks), n)
+	var res []Result
+	if l.direct {
+		res, err = l.callDirect(cctx, checks, n)
+	} else {
+		// the call may outlive this function: it gets checks of its own
+		res, err = l.callStore(cctx, slices.Clone(checks), n)
+	}
 	if err == nil && len(res) != len(checks) {
 		err = fmt.Errorf("%w: %d results for %d checks", ErrMalformedReply, len(res), len(checks))
 	}

@@ -1,0 +1,77 @@
+package core
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestHonoursDeadlines(t *testing.T) {
+	honours := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	ignores := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ContextTimeoutEnabled: true})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, ContextTimeoutEnabled: true})
+	for _, c := range []interface{ Close() error }{honours, ignores, cluster, ring} {
+		t.Cleanup(func() { c.Close() })
+	}
+	batched := NewRedisStore(honours, WithBatching(0, 0, 0))
+	t.Cleanup(func() { batched.Close() })
+	for _, tc := range []struct {
+		name  string
+		store Store
+		want  bool
+	}{
+		{"client with ContextTimeoutEnabled", NewRedisStore(honours), true},
+		{"default client", NewRedisStore(ignores), false},
+		{"cluster", NewRedisStore(cluster), true},
+		{"ring", NewRedisStore(ring), true},
+		{"batching", batched, true},
+		{"leasing", NewLeasingStore(NewRedisStore(honours)), true},
+		{"leasing over a default client", NewLeasingStore(NewRedisStore(ignores)), false},
+		{"memory", NewMemoryStore(), false},
+	} {
+		if got := honoursDeadlines(tc.store); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// panicHook makes every command of a client panic.
+type panicHook struct{}
+
+func (panicHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (panicHook) ProcessHook(redis.ProcessHook) redis.ProcessHook {
+	return func(context.Context, redis.Cmder) error { panic("hook: boom") }
+}
+func (panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestDirectCallPanicIsAFailure: a store called on the request's goroutine
+// that panics fails the call, and the failure policy decides.
+func TestDirectCallPanicIsAFailure(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	c.AddHook(panicHook{})
+	var failures []error
+	l, err := NewLimiter(NewRedisStore(c), OnError(func(err error) { failures = append(failures, err) }), WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if !l.direct {
+		t.Fatal("fixture: the store is not called directly")
+	}
+	d, err := l.Check(context.Background(), emptyRequest{}, []Rule{{Name: "r", Limit: PerMinute(10), Key: func(Request) (string, error) { return "user:1", nil }}})
+	if err != nil || !d.Allowed || !d.Degraded() {
+		t.Fatalf("decision %+v, %v: want allowed locally", d, err)
+	}
+	if len(failures) != 1 || !strings.Contains(failures[0].Error(), "store panicked: hook: boom") {
+		t.Fatalf("failures %v, want the panic", failures)
+	}
+}
