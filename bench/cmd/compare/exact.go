@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/bench/internal/redisproc"
 )
 
 const (
@@ -163,7 +165,7 @@ func exactness(ctx context.Context, addr string, client *redis.Client, cs []cont
 			go func() {
 				var d done
 				if err := cmd.Wait(); err != nil {
-					d.err = fmt.Errorf("child pid %d: %v: %s", cmd.Process.Pid, err, tail(stderr.Bytes(), 2000))
+					d.err = fmt.Errorf("child pid %d: %v: %s", cmd.Process.Pid, err, redisproc.Tail(stderr.Bytes(), 2000))
 				} else if err := json.Unmarshal(stdout.Bytes(), &d.res); err != nil {
 					d.err = fmt.Errorf("child pid %d: bad output %q: %v", cmd.Process.Pid, stdout.String(), err)
 				}

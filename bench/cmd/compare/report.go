@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ratekit/ratekit/bench/internal/mdsection"
 )
 
 type report struct {
@@ -20,6 +22,9 @@ type report struct {
 	cases             []benchCase
 	bench             *benchResults
 	exact             []exactResult
+	// e2e is the end-to-end section of the file being replaced, markers
+	// included, or empty.
+	e2e string
 }
 
 // write renders the report as markdown.
@@ -31,7 +36,9 @@ func (rep *report) write(out io.Writer) error {
 
 	p("# Benchmarks: ratekit and other Go rate limiters on Redis")
 	p("")
-	p("<!-- Written by bench/run.sh (bench/cmd/compare); edits by hand are lost on the next run. -->")
+	p("<!-- Written by bench/run.sh (bench/cmd/compare); edits by hand are lost on the next run. The section")
+	p("between the %s and %s lines is written by bench/e2e.sh (bench/cmd/e2e) alone;", mdsection.Begin, mdsection.End)
+	p("bench/run.sh carries it over unchanged. -->")
 	p("")
 	p("Command: `%s`, from `bench/`. Run on %s; it took %v.",
 		o.cmdline, rep.started.UTC().Format("2006-01-02 15:04 MST"), rep.finished.Sub(rep.started).Round(time.Second))
@@ -55,6 +62,7 @@ func (rep *report) write(out io.Writer) error {
 	p("")
 
 	rep.headline(p)
+	rep.endToEnd(w)
 
 	p("## What is measured")
 	p("")
@@ -237,6 +245,18 @@ func (rep *report) headline(p func(string, ...any)) {
 		p("%s", lat)
 	}
 	p("")
+}
+
+// endToEnd writes the end-to-end section carried over from the previous
+// report, or, when there was none, its markers around a pointer to the
+// program that fills them.
+func (rep *report) endToEnd(w *bufio.Writer) {
+	sec := rep.e2e
+	if sec == "" {
+		sec = mdsection.Begin + "\n## End to end: the example apps under wrk\n\nNot measured yet: `bench/e2e.sh` writes this section.\n" + mdsection.End + "\n"
+	}
+	w.WriteString(sec)
+	w.WriteString("\n")
 }
 
 // notes explain settings and what the figures include.
