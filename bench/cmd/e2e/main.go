@@ -31,6 +31,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -176,7 +177,7 @@ func e2e(ctx context.Context, o options) (err error) {
 
 	rep := &report{opts: o, started: started, wrkVersion: wrkVersion(), redisVersion: redisVersion(ctx, stats)}
 	for _, fw := range o.frameworks {
-		res, err := measureFramework(ctx, o, fw, bins[fw], srv.Addr, stats, tmp)
+		res, err := measureFramework(ctx, o, fw, bins[fw], srv, stats, tmp)
 		if err != nil {
 			return fmt.Errorf("%s: %w", fw, err)
 		}
@@ -228,8 +229,29 @@ func writeSection(path, section string) error {
 type run struct {
 	wrk wrkResult
 	// scriptCalls is how many scripts Redis ran during the run (EVALSHA
-	// and EVAL, from INFO commandstats).
+	// and EVAL, from INFO commandstats), and scriptTime the time Redis
+	// spent running them.
 	scriptCalls int64
+	scriptTime  time.Duration
+	// CPU time used during the run by the app and by redis-server; zero
+	// where /proc cannot tell.
+	appCPU, redisCPU time.Duration
+}
+
+// perRequest returns d per completed request.
+func (r run) perRequest(d time.Duration) time.Duration {
+	if r.wrk.requests == 0 {
+		return 0
+	}
+	return d / time.Duration(r.wrk.requests)
+}
+
+// perScriptCall is Redis's time per script call.
+func (r run) perScriptCall() time.Duration {
+	if r.scriptCalls == 0 {
+		return 0
+	}
+	return r.scriptTime / time.Duration(r.scriptCalls)
 }
 
 // callsPerRequest is Redis script calls per completed request.
@@ -250,9 +272,9 @@ type frameworkResult struct {
 
 // measureFramework starts the example and baseline apps of fw, checks
 // them, and runs wrk on each, alternately, o.rounds times.
-func measureFramework(ctx context.Context, o options, fw string, bins binaries, redisAddr string, stats *redis.Client, logDir string) (res *frameworkResult, err error) {
+func measureFramework(ctx context.Context, o options, fw string, bins binaries, srv *redisproc.Server, stats *redis.Client, logDir string) (res *frameworkResult, err error) {
 	res = &frameworkResult{fw: fw}
-	ex, err := startApp(ctx, "example "+fw, bins.example, logDir, exampleArgs(redisAddr, o)...)
+	ex, err := startApp(ctx, "example "+fw, bins.example, logDir, exampleArgs(srv.Addr, o)...)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +283,7 @@ func measureFramework(ctx context.Context, o options, fw string, bins binaries, 
 			err = stopErr
 		}
 	}()
-	base, err := startApp(ctx, "baseline "+fw, bins.baseline, logDir, baselineArgs(redisAddr)...)
+	base, err := startApp(ctx, "baseline "+fw, bins.baseline, logDir, baselineArgs(srv.Addr)...)
 	if err != nil {
 		return nil, err
 	}
@@ -283,19 +305,26 @@ func measureFramework(ctx context.Context, o options, fw string, bins binaries, 
 	}
 
 	measure := func(a *app, d time.Duration) (run, error) {
-		before, err := scriptCalls(ctx, stats)
+		calls0, time0, err := scriptStats(ctx, stats)
 		if err != nil {
 			return run{}, err
 		}
+		app0, appOK := procCPU(a.cmd.Process.Pid)
+		redis0, redisOK := procCPU(srv.Pid())
 		w, out, err := runWrk(ctx, o.wrk, a.url+"/", d)
 		if err != nil {
 			return run{}, fmt.Errorf("%s: %w", a.name, err)
 		}
-		after, err := scriptCalls(ctx, stats)
+		app1, appOK1 := procCPU(a.cmd.Process.Pid)
+		redis1, redisOK1 := procCPU(srv.Pid())
+		calls1, time1, err := scriptStats(ctx, stats)
 		if err != nil {
 			return run{}, err
 		}
-		r := run{wrk: w, scriptCalls: after - before}
+		r := run{wrk: w, scriptCalls: calls1 - calls0, scriptTime: time1 - time0}
+		if appOK && appOK1 && redisOK && redisOK1 {
+			r.appCPU, r.redisCPU = app1-app0, redis1-redis0
+		}
 		if a.exited() {
 			return r, fmt.Errorf("%s exited during the run:\n%s", a.name, a.logTail())
 		}
@@ -341,34 +370,40 @@ func measureFramework(ctx context.Context, o options, fw string, bins binaries, 
 	return res, nil
 }
 
-// scriptCalls returns how many EVALSHA and EVAL calls Redis has served.
-func scriptCalls(ctx context.Context, c *redis.Client) (int64, error) {
+// scriptStats returns how many EVALSHA and EVAL calls Redis has served,
+// and the time it spent in them.
+func scriptStats(ctx context.Context, c *redis.Client) (calls int64, spent time.Duration, err error) {
 	info, err := c.Info(ctx, "commandstats").Result()
 	if err != nil {
-		return 0, fmt.Errorf("INFO commandstats: %w", err)
+		return 0, 0, fmt.Errorf("INFO commandstats: %w", err)
 	}
-	return parseScriptCalls(info), nil
+	calls, spent = parseScriptStats(info)
+	return calls, spent, nil
 }
 
-// parseScriptCalls sums the calls of EVALSHA and EVAL in the text of INFO
-// commandstats ("cmdstat_evalsha:calls=12,usec=...").
-func parseScriptCalls(info string) int64 {
-	var n int64
+// parseScriptStats sums the calls and the time of EVALSHA and EVAL in the
+// text of INFO commandstats ("cmdstat_evalsha:calls=12,usec=90,...").
+func parseScriptStats(info string) (calls int64, spent time.Duration) {
 	for line := range strings.SplitSeq(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
 		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
 			continue
 		}
 		for field := range strings.SplitSeq(rest, ",") {
-			if v, ok := strings.CutPrefix(field, "calls="); ok {
-				var x int64
-				if _, err := fmt.Sscan(v, &x); err == nil {
-					n += x
-				}
+			k, v, _ := strings.Cut(field, "=")
+			x, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				continue
+			}
+			switch k {
+			case "calls":
+				calls += x
+			case "usec":
+				spent += time.Duration(x) * time.Microsecond
 			}
 		}
 	}
-	return n
+	return calls, spent
 }
 
 func redisVersion(ctx context.Context, c *redis.Client) string {

@@ -26,6 +26,9 @@ type appSummary struct {
 	perSecond       float64
 	p50, p99        time.Duration
 	callsPerRequest float64
+	// medians of CPU time per request of the app, redis-server and wrk,
+	// and of Redis's time per script call
+	appCPU, redisCPU, wrkCPU, scriptCall time.Duration
 }
 
 type frameworkSummary struct {
@@ -37,17 +40,28 @@ type frameworkSummary struct {
 }
 
 func summarize(runs []run) appSummary {
-	var ps, p50, p99, calls []float64
+	var ps, p50, p99, calls, app, rds, wrk, script []float64
 	for _, r := range runs {
 		ps = append(ps, r.wrk.perSecond)
 		p50 = append(p50, float64(r.wrk.p50))
 		p99 = append(p99, float64(r.wrk.p99))
 		calls = append(calls, r.callsPerRequest())
+		app = append(app, float64(r.perRequest(r.appCPU)))
+		rds = append(rds, float64(r.perRequest(r.redisCPU)))
+		wrk = append(wrk, float64(r.perRequest(r.wrk.cpu)))
+		script = append(script, float64(r.perScriptCall()))
 	}
 	return appSummary{
 		perSecond: median(ps), p50: time.Duration(median(p50)), p99: time.Duration(median(p99)),
 		callsPerRequest: median(calls),
+		appCPU:          time.Duration(median(app)), redisCPU: time.Duration(median(rds)),
+		wrkCPU: time.Duration(median(wrk)), scriptCall: time.Duration(median(script)),
 	}
+}
+
+// micros formats d in microseconds with one decimal.
+func micros(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Microsecond), 'f', 1, 64)
 }
 
 func (r *frameworkResult) summary() frameworkSummary {
@@ -110,6 +124,27 @@ func (rep *report) markdown() string {
 	p("lowest and highest in brackets: how far the machine's noise moved it. Absolute figures depend on")
 	p("the machine and on whatever else it was doing; quote the ratios.")
 	p("")
+	p("### Where the CPU goes")
+	p("")
+	p("CPU time per request (user + system, from `/proc/<pid>/stat` around each run, so 10 ms ticks over")
+	p("the run) of the app, of redis-server and of wrk, and the time Redis spent per script call (`usec`")
+	p("over `calls` of `INFO commandstats`); medians over the rounds, in µs. On a machine whose cores are")
+	p("all busy, requests/s follows the total: every µs any of the three processes spends on a request")
+	p("is a µs the others cannot use.")
+	p("")
+	p("| framework | app | app CPU/request | redis-server CPU/request | wrk CPU/request | total | Redis time per script call |")
+	p("|---|---|---:|---:|---:|---:|---:|")
+	for _, r := range rep.results {
+		s := r.summary()
+		for _, x := range []struct {
+			name string
+			s    appSummary
+		}{{"example", s.example}, {"baseline", s.baseline}} {
+			p("| %s | %s | %s | %s | %s | %s | %s |", r.fw, x.name, micros(x.s.appCPU), micros(x.s.redisCPU), micros(x.s.wrkCPU),
+				micros(x.s.appCPU+x.s.redisCPU+x.s.wrkCPU), micros(x.s.scriptCall))
+		}
+	}
+	p("")
 	p("### How it is run")
 	p("")
 	p("- One redis-server started by the program on a free loopback port (no persistence), stopped by its")
@@ -146,8 +181,10 @@ func (rep *report) markdown() string {
 	}
 	p("### Every run")
 	p("")
-	p("| framework | round | app | req/s | p50 | p99 | requests | script calls / request | example ÷ baseline |")
-	p("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+	p("CPU is in µs per request: app, redis-server, wrk.")
+	p("")
+	p("| framework | round | app | req/s | p50 | p99 | requests | script calls / request | CPU/request | example ÷ baseline |")
+	p("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rep.results {
 		s := r.summary()
 		for i := range len(r.example) {
@@ -159,8 +196,9 @@ func (rep *report) markdown() string {
 				if x.name == "example" && i < len(s.ratios) {
 					ratio = fmt.Sprintf("%.2f×", s.ratios[i])
 				}
-				p("| %s | %d | %s | %s | %s | %s | %s | %.3f | %s |", r.fw, i+1, x.name, thousands(x.run.wrk.perSecond),
-					dur(x.run.wrk.p50), dur(x.run.wrk.p99), thousands(float64(x.run.wrk.requests)), x.run.callsPerRequest(), ratio)
+				cpu := micros(x.run.perRequest(x.run.appCPU)) + " · " + micros(x.run.perRequest(x.run.redisCPU)) + " · " + micros(x.run.perRequest(x.run.wrk.cpu))
+				p("| %s | %d | %s | %s | %s | %s | %s | %.3f | %s | %s |", r.fw, i+1, x.name, thousands(x.run.wrk.perSecond),
+					dur(x.run.wrk.p50), dur(x.run.wrk.p99), thousands(float64(x.run.wrk.requests)), x.run.callsPerRequest(), cpu, ratio)
 			}
 		}
 	}

@@ -20,6 +20,7 @@ type wrkResult struct {
 	non2xx    int64         // "Non-2xx or 3xx responses"
 	// socket errors: connect, read, write, timeout
 	connectErrs, readErrs, writeErrs, timeouts int64
+	cpu                                        time.Duration // wrk's own CPU time, user and system
 }
 
 // failures returns the requests that did not get a 2xx or 3xx answer in
@@ -53,6 +54,7 @@ func runWrk(ctx context.Context, s wrkSettings, url string, d time.Duration) (wr
 	if err != nil {
 		return wrkResult{}, string(out), fmt.Errorf("wrk %s: %w\n%s", url, err, out)
 	}
+	r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return r, string(out), nil
 }
 
