@@ -117,6 +117,7 @@ type exactResult struct {
 	firstErr                          string
 	window                            time.Duration // first decision to last, over all processes
 	bound                             int64         // most units the limit allows in window
+	refill                            int64         // of which units refilled during the window
 }
 
 // exactness runs, for each limiter, 4 child processes of this program that
@@ -202,8 +203,10 @@ func exactness(ctx context.Context, addr string, client *redis.Client, cs []cont
 		r.window = time.Duration(end - begin)
 		r.bound = exactLimit
 		if c.refills {
-			r.bound += int64(r.window / (time.Minute / exactLimit))
+			r.refill = int64(r.window / (time.Minute / exactLimit))
+			r.bound += r.refill
 		}
+		r.bound += int64(c.overshoot) * exactProcesses
 		progress("exactness %s: %d of %d admitted in %v (bound %d), %d errors",
 			c.name, r.allowed, r.attempts, r.window.Round(time.Millisecond), r.bound, r.errors)
 		out = append(out, r)
@@ -230,8 +233,10 @@ func (r exactResult) verdict() string {
 		return "inconclusive: fewer attempts than the limit"
 	case r.allowed == exactLimit:
 		return "exact"
-	case r.allowed > exactLimit && r.allowed <= r.bound:
+	case r.allowed > exactLimit && r.allowed <= exactLimit+r.refill:
 		return "within refill"
+	case r.allowed > exactLimit && r.allowed <= r.bound:
+		return fmt.Sprintf("within lease bound (over the limit and refill by %d)", r.allowed-exactLimit-r.refill)
 	case r.allowed > r.bound:
 		return fmt.Sprintf("**over by %d**", r.allowed-r.bound)
 	case r.errors > 0:
