@@ -8,6 +8,10 @@
 #
 # BENCH_NOTE describes the machine in the report. The figures are only
 # comparable within one run; the report's ratios are what to quote.
+#
+# The end-to-end section of docs/benchmarks.md (between the lines
+# <!-- e2e:begin --> and <!-- e2e:end -->) belongs to bench/e2e.sh: this
+# script carries it over unchanged (-keep).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -19,6 +23,6 @@ args=(-rounds "$rounds" -duration "$duration" "$@")
 
 go run ./cmd/compare "${args[@]}" \
   -cmdline "bench/run.sh, which runs: go run ./cmd/compare ${args[*]}" \
-  -note "$note" -out "$out.tmp"
+  -note "$note" -keep "$out" -out "$out.tmp"
 mv "$out.tmp" "$out"
 echo "wrote docs/benchmarks.md" >&2

@@ -46,6 +46,10 @@ type contender struct {
 	// refills: a token bucket or GCRA, which admits limit/minute more units
 	// as time passes during the exactness check.
 	refills bool
+	// overshoot is how many units above the limit each process may admit
+	// per window by design (ratekit's hot-key leasing: lease size − 1); the
+	// exactness check's bound adds it once per process.
+	overshoot int
 	// setup says how the contender is built and called, for the report.
 	setup string
 	// open sets the contender up on client with a limit of limit per minute
@@ -79,6 +83,34 @@ func ratekitContender(alg core.Algorithm, windowed, refills bool) contender {
 	}
 }
 
+// leaseSize is the lease size of the leasing contender, LeasingStore's
+// default, set explicitly because the exactness bound depends on it.
+const leaseSize = 16
+
+// ratekitStoreContender is ratekit's GCRA through a store other than the
+// plain RedisStore: name and algorithm label the row, setup tells how the
+// store is built, and store builds it on client.
+func ratekitStoreContender(name, algorithm, setup string, overshoot int, store func(client *redis.Client) core.Store) contender {
+	return contender{
+		name: name, module: "github.com/ratekit/ratekit",
+		algorithm: algorithm, kind: kindRatekit, refills: true, overshoot: overshoot,
+		setup: setup + "; `store.AllowN(ctx, key, core.PerMinute(n), 1)`",
+		open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
+			st := store(client)
+			l := core.PerMinute(limit)
+			if err := l.Validate(); err != nil {
+				return nil, err
+			}
+			return func() decideFunc {
+				return func(key string) (bool, error) {
+					r, err := st.AllowN(ctx, key, l, 1)
+					return r.Allowed, err
+				}
+			}, nil
+		},
+	}
+}
+
 // bareScript is the baseline: the least a Redis-backed counter can do in one
 // script call.
 var bareScript = redis.NewScript("local c = redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return c")
@@ -91,6 +123,14 @@ func contenders() []contender {
 		ratekitContender(core.FixedWindow, true, false),
 		ratekitContender(core.SlidingWindowLog, false, false),
 		ratekitContender(core.SlidingWindowCounter, true, false),
+		ratekitStoreContender("ratekit gcra batching", "gcra, pipelined batching",
+			"`core.NewRedisStore(client, core.WithBatching(0, 0, 0))` (defaults: up to 128 calls a pipeline, 4 pipelines in flight)", 0,
+			func(client *redis.Client) core.Store { return core.NewRedisStore(client, core.WithBatching(0, 0, 0)) }),
+		ratekitStoreContender("ratekit gcra leasing", "gcra, hot-key leasing",
+			fmt.Sprintf("`core.NewLeasingStore(core.NewRedisStore(client), core.WithLeaseSize(%d))` (the default size; held 100ms, the default)", leaseSize), leaseSize-1,
+			func(client *redis.Client) core.Store {
+				return core.NewLeasingStore(core.NewRedisStore(client), core.WithLeaseSize(leaseSize))
+			}),
 		{
 			name: "redis_rate", module: "github.com/go-redis/redis_rate/v10",
 			setup:     "`redis_rate.NewLimiter(client).Allow(ctx, key, redis_rate.PerMinute(n))`",

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/bench/internal/redisproc"
 )
 
 const (
@@ -115,6 +117,7 @@ type exactResult struct {
 	firstErr                          string
 	window                            time.Duration // first decision to last, over all processes
 	bound                             int64         // most units the limit allows in window
+	refill                            int64         // of which units refilled during the window
 }
 
 // exactness runs, for each limiter, 4 child processes of this program that
@@ -163,7 +166,7 @@ func exactness(ctx context.Context, addr string, client *redis.Client, cs []cont
 			go func() {
 				var d done
 				if err := cmd.Wait(); err != nil {
-					d.err = fmt.Errorf("child pid %d: %v: %s", cmd.Process.Pid, err, tail(stderr.Bytes(), 2000))
+					d.err = fmt.Errorf("child pid %d: %v: %s", cmd.Process.Pid, err, redisproc.Tail(stderr.Bytes(), 2000))
 				} else if err := json.Unmarshal(stdout.Bytes(), &d.res); err != nil {
 					d.err = fmt.Errorf("child pid %d: bad output %q: %v", cmd.Process.Pid, stdout.String(), err)
 				}
@@ -200,8 +203,10 @@ func exactness(ctx context.Context, addr string, client *redis.Client, cs []cont
 		r.window = time.Duration(end - begin)
 		r.bound = exactLimit
 		if c.refills {
-			r.bound += int64(r.window / (time.Minute / exactLimit))
+			r.refill = int64(r.window / (time.Minute / exactLimit))
+			r.bound += r.refill
 		}
+		r.bound += int64(c.overshoot) * exactProcesses
 		progress("exactness %s: %d of %d admitted in %v (bound %d), %d errors",
 			c.name, r.allowed, r.attempts, r.window.Round(time.Millisecond), r.bound, r.errors)
 		out = append(out, r)
@@ -228,8 +233,10 @@ func (r exactResult) verdict() string {
 		return "inconclusive: fewer attempts than the limit"
 	case r.allowed == exactLimit:
 		return "exact"
-	case r.allowed > exactLimit && r.allowed <= r.bound:
+	case r.allowed > exactLimit && r.allowed <= exactLimit+r.refill:
 		return "within refill"
+	case r.allowed > exactLimit && r.allowed <= r.bound:
+		return fmt.Sprintf("within lease bound (over the limit and refill by %d)", r.allowed-exactLimit-r.refill)
 	case r.allowed > r.bound:
 		return fmt.Sprintf("**over by %d**", r.allowed-r.bound)
 	case r.errors > 0:

@@ -28,6 +28,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekit/ratekit/bench/internal/mdsection"
+	"github.com/ratekit/ratekit/bench/internal/redisproc"
 	"github.com/ratekit/ratekit/core"
 )
 
@@ -52,6 +54,9 @@ type options struct {
 	cmdline  string
 	note     string
 	noExact  bool
+	// keep names the file whose end-to-end section (bench/e2e.sh's) the
+	// report carries over; empty: -out itself.
+	keep string
 }
 
 func main() {
@@ -63,6 +68,7 @@ func main() {
 	flag.StringVar(&o.cmdline, "cmdline", "", "command line to print in the report (default: this one)")
 	flag.StringVar(&o.note, "note", "", "a note on the machine, printed in the report")
 	flag.BoolVar(&o.noExact, "no-exact", false, "skip the cross-process exactness check")
+	flag.StringVar(&o.keep, "keep", "", "carry over the end-to-end section (written by bench/e2e.sh) of this file into the report (default: the -out file)")
 	var child childFlags
 	child.register()
 	flag.Parse()
@@ -188,22 +194,33 @@ func newClient(addr string, poolSize int) *redis.Client {
 
 func compare(o options) (err error) {
 	started := time.Now()
-	srv, err := startServer()
+	srv, err := redisproc.Start()
 	if err != nil {
 		return err
 	}
-	progress("redis-server pid %d on %s", srv.cmd.Process.Pid, srv.addr)
+	progress("redis-server pid %d on %s", srv.Pid(), srv.Addr)
 	defer func() {
-		if stopErr := srv.stop(); stopErr != nil && err == nil {
+		if stopErr := srv.Stop(); stopErr != nil && err == nil {
 			err = stopErr
 		}
 	}()
 	ctx := context.Background()
 	// one client for every contender, with a connection for each goroutine
-	client := newClient(srv.addr, 256)
+	client := newClient(srv.Addr, 256)
 	defer client.Close()
 
 	rep := &report{opts: o, started: started, cases: cases()}
+	// Read the section to carry over before anything is measured, so that
+	// a file that cannot be read fails the run at once.
+	keep := o.keep
+	if keep == "" && o.out != "" {
+		keep = o.out
+	}
+	if keep != "" {
+		if rep.e2e, _, err = mdsection.FromFile(keep); err != nil {
+			return fmt.Errorf("reading the end-to-end section to keep: %w", err)
+		}
+	}
 	rep.redisVersion = redisVersion(ctx, client)
 
 	cs := contenders()
@@ -222,7 +239,7 @@ func compare(o options) (err error) {
 		if err := client.FlushAll(ctx).Err(); err != nil {
 			return err
 		}
-		ex, err := exactness(ctx, srv.addr, client, cs, o.quick)
+		ex, err := exactness(ctx, srv.Addr, client, cs, o.quick)
 		if err != nil {
 			return err
 		}

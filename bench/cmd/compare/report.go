@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ratekit/ratekit/bench/internal/mdsection"
 )
 
 type report struct {
@@ -20,6 +22,9 @@ type report struct {
 	cases             []benchCase
 	bench             *benchResults
 	exact             []exactResult
+	// e2e is the end-to-end section of the file being replaced, markers
+	// included, or empty.
+	e2e string
 }
 
 // write renders the report as markdown.
@@ -31,7 +36,9 @@ func (rep *report) write(out io.Writer) error {
 
 	p("# Benchmarks: ratekit and other Go rate limiters on Redis")
 	p("")
-	p("<!-- Written by bench/run.sh (bench/cmd/compare); edits by hand are lost on the next run. -->")
+	p("<!-- Written by bench/run.sh (bench/cmd/compare); edits by hand are lost on the next run. The one")
+	p("exception is the section between the e2e:begin and e2e:end markers: bench/e2e.sh (bench/cmd/e2e)")
+	p("writes it, and bench/run.sh carries it over unchanged. -->")
 	p("")
 	p("Command: `%s`, from `bench/`. Run on %s; it took %v.",
 		o.cmdline, rep.started.UTC().Format("2006-01-02 15:04 MST"), rep.finished.Sub(rep.started).Round(time.Second))
@@ -55,6 +62,7 @@ func (rep *report) write(out io.Writer) error {
 	p("")
 
 	rep.headline(p)
+	rep.endToEnd(w)
 
 	p("## What is measured")
 	p("")
@@ -168,6 +176,8 @@ func (rep *report) write(out io.Writer) error {
 		p("refill %d per minute as time passes, so they may admit up to the bound: %d + the window", exactLimit, exactLimit)
 		p("(first call to last, over all processes) / %v. Limiters whose windows are aligned to the", time.Minute/exactLimit)
 		p("clock start at least %v before a minute ends, so that no window edge falls in the check.", exactStartDelay+maxTime+exactMargin)
+		p("ratekit's hot-key leasing admits by design up to (lease size − 1) × replicas more per window")
+		p("(`core.NewLeasingStore`'s documented bound): its bound adds (%d − 1) × %d processes = %d.", leaseSize, exactProcesses, (leaseSize-1)*exactProcesses)
 		p("")
 		p("| limiter | algorithm | calls | admitted | denied | errors | window | bound | verdict |")
 		p("|---|---|---:|---:|---:|---:|---:|---:|---|")
@@ -200,6 +210,7 @@ func (rep *report) headline(p func(string, ...any)) {
 	for ci, c := range cs {
 		if c.kind == kindRatekit && c.algorithm == "gcra" {
 			gcra = ci
+			break
 		}
 	}
 	if gcra < 0 {
@@ -239,6 +250,18 @@ func (rep *report) headline(p func(string, ...any)) {
 	p("")
 }
 
+// endToEnd writes the end-to-end section carried over from the previous
+// report, or, when there was none, its markers around a pointer to the
+// program that fills them.
+func (rep *report) endToEnd(w *bufio.Writer) {
+	sec := rep.e2e
+	if sec == "" {
+		sec = mdsection.Begin + "\n## End to end: the example apps under wrk\n\nNot measured yet: `bench/e2e.sh` writes this section.\n" + mdsection.End + "\n"
+	}
+	w.WriteString(sec)
+	w.WriteString("\n")
+}
+
 // notes explain settings and what the figures include.
 var notes = []string{
 	"Every library is used through its documented entry point with its defaults, except where a " +
@@ -261,6 +284,14 @@ var notes = []string{
 		"example, so the first call for a key creates one (allocations in the first round on 100k keys).",
 	"ulule/limiter's window starts at a key's first hit (`INCRBY`, then `PEXPIRE` on the first), so " +
 		"it is a fixed window per key, not aligned to the clock; it counts denied calls too.",
+	"ratekit gcra batching is the default GCRA through `core.WithBatching`: calls that arrive while " +
+		"every pipeline slot is busy share the next pipeline. It only pays with many calls in flight; " +
+		"a lone caller goes out at once, as without it.",
+	"ratekit gcra leasing is the default GCRA through `core.NewLeasingStore`: a key that saw two or " +
+		"more decisions in the previous 100 ms takes up to 16 units per Redis call and spends them " +
+		"locally, so on the hot key most decisions make no round trip at all, and it outruns the " +
+		"bare script by design. The price is its documented overshoot, which the exactness check " +
+		"allows for; on 100,000 keys each key is cold and every decision passes through.",
 	"The bare script is not a limiter: it counts and never denies. It is the floor for a decision " +
 		"made by one script call through go-redis; PING is the floor for any round trip.",
 	"ratekit's sliding-window log keeps one sorted-set member per admitted unit over the last " +

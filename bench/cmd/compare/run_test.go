@@ -87,7 +87,9 @@ func TestVerdict(t *testing.T) {
 		want string
 	}{
 		{exactResult{attempts: 5000, allowed: 1000, bound: 1000}, "exact"},
-		{exactResult{attempts: 5000, allowed: 1010, bound: 1016}, "within refill"},
+		{exactResult{attempts: 5000, allowed: 1010, bound: 1016, refill: 16}, "within refill"},
+		{exactResult{attempts: 5000, allowed: 1050, bound: 1076, refill: 16}, "within lease bound (over the limit and refill by 34)"},
+		{exactResult{attempts: 5000, allowed: 1080, bound: 1076, refill: 16}, "**over by 4**"},
 		{exactResult{attempts: 5000, allowed: 1200, bound: 1000}, "**over by 200**"},
 		{exactResult{attempts: 5000, allowed: 900, bound: 1000}, "under by 100"},
 		{exactResult{attempts: 800, allowed: 800, bound: 1000}, "inconclusive: fewer attempts than the limit"},

@@ -1,4 +1,7 @@
-package main
+// Package redisproc starts redis-server processes of the benchmarks' own on
+// free loopback ports, keeping nothing on disk, and stops them by pid. The
+// benchmarks never touch a Redis they did not start.
+package redisproc
 
 import (
 	"bytes"
@@ -15,19 +18,22 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// server is a redis-server process of our own on a free loopback port,
-// keeping nothing on disk. stop kills it by pid.
-type server struct {
-	addr string
+// Server is a redis-server process on a loopback port.
+type Server struct {
+	// Addr is the server's host:port on 127.0.0.1.
+	Addr string
 	dir  string
 	cmd  *exec.Cmd
 	done chan struct{} // closed once the process has been reaped
 }
 
-// startServer starts redis-server and waits until it answers PING. It tries
-// a few ports, in case the free port it picked is taken before the server
-// binds it.
-func startServer() (*server, error) {
+// Pid returns the server's process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// Start starts redis-server and waits until it answers PING. It tries a few
+// ports, in case the free port it picked is taken before the server binds
+// it.
+func Start() (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("redis-server not found on PATH (Debian/Ubuntu: apt-get install redis-server): %w", err)
@@ -43,8 +49,8 @@ func startServer() (*server, error) {
 	return nil, lastErr
 }
 
-func tryStart(bin string) (*server, error) {
-	port, err := freePort()
+func tryStart(bin string) (*Server, error) {
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -62,15 +68,15 @@ func tryStart(bin string) (*server, error) {
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", dir)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, cmd: cmd, done: make(chan struct{})}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(s.done) }()
 
-	client := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	client := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer client.Close()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -90,14 +96,14 @@ func tryStart(bin string) (*server, error) {
 			}
 		}
 		log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-		_ = s.stop()
-		return nil, fmt.Errorf("redis-server on %s did not answer PING: %v\n%s", s.addr, err, tail(log, 2000))
+		_ = s.Stop()
+		return nil, fmt.Errorf("redis-server on %s did not answer PING: %v\n%s", s.Addr, err, Tail(log, 2000))
 	}
 }
 
-// stop kills the server by its pid, waits until it is reaped and removes its
-// directory.
-func (s *server) stop() error {
+// Stop kills the server by its pid, waits until it is reaped and removes
+// its directory.
+func (s *Server) Stop() error {
 	defer os.RemoveAll(s.dir)
 	select {
 	case <-s.done:
@@ -115,7 +121,8 @@ func (s *server) stop() error {
 	}
 }
 
-func freePort() (int, error) {
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
@@ -124,7 +131,8 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func tail(b []byte, n int) []byte {
+// Tail returns about the last n bytes of b, from a line start.
+func Tail(b []byte, n int) []byte {
 	if len(b) > n {
 		b = b[len(b)-n:]
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratekit/ratekit/bench/internal/mdsection"
+)
+
+type report struct {
+	opts              options
+	started, finished time.Time
+	wrkVersion        string
+	redisVersion      string
+	results           []*frameworkResult
+}
+
+// appSummary is one app's runs reduced to medians.
+type appSummary struct {
+	perSecond       float64
+	p50, p99        time.Duration
+	callsPerRequest float64
+	// medians of CPU time per request of the app, redis-server and wrk,
+	// and of Redis's time per script call
+	appCPU, redisCPU, wrkCPU, scriptCall time.Duration
+}
+
+type frameworkSummary struct {
+	example, baseline appSummary
+	// ratio is the median over rounds of the example's requests/s over
+	// the baseline's in the same round; low and high the extremes.
+	ratio, ratioLow, ratioHigh float64
+	ratios                     []float64
+}
+
+func summarize(runs []run) appSummary {
+	var ps, p50, p99, calls, app, rds, wrk, script []float64
+	for _, r := range runs {
+		ps = append(ps, r.wrk.perSecond)
+		p50 = append(p50, float64(r.wrk.p50))
+		p99 = append(p99, float64(r.wrk.p99))
+		calls = append(calls, r.callsPerRequest())
+		app = append(app, float64(r.perRequest(r.appCPU)))
+		rds = append(rds, float64(r.perRequest(r.redisCPU)))
+		wrk = append(wrk, float64(r.perRequest(r.wrk.cpu)))
+		script = append(script, float64(r.perScriptCall()))
+	}
+	return appSummary{
+		perSecond: median(ps), p50: time.Duration(median(p50)), p99: time.Duration(median(p99)),
+		callsPerRequest: median(calls),
+		appCPU:          time.Duration(median(app)), redisCPU: time.Duration(median(rds)),
+		wrkCPU: time.Duration(median(wrk)), scriptCall: time.Duration(median(script)),
+	}
+}
+
+// micros formats d in microseconds with one decimal.
+func micros(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Microsecond), 'f', 1, 64)
+}
+
+func (r *frameworkResult) summary() frameworkSummary {
+	s := frameworkSummary{example: summarize(r.example), baseline: summarize(r.baseline)}
+	for i := range min(len(r.example), len(r.baseline)) {
+		s.ratios = append(s.ratios, r.example[i].wrk.perSecond/r.baseline[i].wrk.perSecond)
+	}
+	if len(s.ratios) > 0 {
+		s.ratio = median(slices.Clone(s.ratios))
+		s.ratioLow, s.ratioHigh = slices.Min(s.ratios), slices.Max(s.ratios)
+	}
+	return s
+}
+
+// markdown renders the end-to-end section, markers included.
+func (rep *report) markdown() string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	o := rep.opts
+	p("%s", mdsection.Begin)
+	p("## End to end: the example apps under wrk")
+	p("")
+	p("<!-- Written by bench/e2e.sh (bench/cmd/e2e), which replaces only this section; bench/run.sh keeps it. -->")
+	p("")
+	p("Command: `%s`, from `bench/`. Run on %s; it took %v.", o.cmdline,
+		rep.started.UTC().Format("2006-01-02 15:04 MST"), rep.finished.Sub(rep.started).Round(time.Second))
+	p("")
+	machine := fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	if m := cpuModel(); m != "" {
+		machine += ", " + m
+	}
+	p("Machine: %s; %s; %s; redis-server %s. wrk, the app under test and redis-server share the CPUs.",
+		machine, runtime.Version(), rep.wrkVersion, rep.redisVersion)
+	if o.note != "" {
+		p("%s", o.note)
+	}
+	p("")
+	p("Each example app (`examples/<framework>`, ratekit's middleware in front of `GET /`) against a")
+	p("baseline app of the same framework (`bench/baseline/<framework>`): the same router set-up, routes")
+	p("and body, but its `GET /` handler makes one bare script call per request, `local c =")
+	p("redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return c` by `redis.NewScript(...).Run`,")
+	p("keyed by the client's IP, through a go-redis client configured as the example apps' (URL defaults,")
+	p("`ContextTimeoutEnabled`, `MaxRetries: -1`, `DialerRetries: 1`). The issue's bar: the example app's")
+	p("requests/s at least **%.1f×** its baseline's.", o.minRatio)
+	p("")
+	p("| framework | example req/s | baseline req/s | example ÷ baseline | ≥ %.1f× | example p50 / p99 | baseline p50 / p99 |", o.minRatio)
+	p("|---|---:|---:|---:|:---:|---:|---:|")
+	for _, r := range rep.results {
+		s := r.summary()
+		ok := "yes"
+		if s.ratio < o.minRatio {
+			ok = "**no**"
+		}
+		p("| %s | %s | %s | %.2f× (%.2f–%.2f) | %s | %s / %s | %s / %s |", r.fw,
+			thousands(s.example.perSecond), thousands(s.baseline.perSecond), s.ratio, s.ratioLow, s.ratioHigh, ok,
+			dur(s.example.p50), dur(s.example.p99), dur(s.baseline.p50), dur(s.baseline.p99))
+	}
+	p("")
+	p("Figures are medians over %d rounds; the ratio is the median of the per-round ratios, with the", o.rounds)
+	p("lowest and highest in brackets: how far the machine's noise moved it. Absolute figures depend on")
+	p("the machine and on whatever else it was doing; quote the ratios.")
+	p("")
+	p("### Where the CPU goes")
+	p("")
+	p("CPU time per request (user + system, from `/proc/<pid>/stat` around each run, so 10 ms ticks over")
+	p("the run) of the app, of redis-server and of wrk, and the time Redis spent per script call (`usec`")
+	p("over `calls` of `INFO commandstats`); medians over the rounds, in µs. On a machine whose cores are")
+	p("all busy, requests/s follows the total: every µs any of the three processes spends on a request")
+	p("is a µs the others cannot use.")
+	p("")
+	p("| framework | app | app CPU/request | redis-server CPU/request | wrk CPU/request | total | Redis time per script call |")
+	p("|---|---|---:|---:|---:|---:|---:|")
+	for _, r := range rep.results {
+		s := r.summary()
+		for _, x := range []struct {
+			name string
+			s    appSummary
+		}{{"example", s.example}, {"baseline", s.baseline}} {
+			p("| %s | %s | %s | %s | %s | %s | %s |", r.fw, x.name, micros(x.s.appCPU), micros(x.s.redisCPU), micros(x.s.wrkCPU),
+				micros(x.s.appCPU+x.s.redisCPU+x.s.wrkCPU), micros(x.s.scriptCall))
+		}
+	}
+	p("")
+	p("### How it is run")
+	p("")
+	p("- One redis-server started by the program on a free loopback port (no persistence), stopped by its")
+	p("  pid at the end. Every app is built from this tree and started on a free loopback port, and")
+	p("  stopped by its pid (SIGTERM) after its framework's runs.")
+	p("- Example apps: `-redis redis://127.0.0.1:PORT -limit %d -period 1m -algorithm %s -fail closed`", exampleLimit, o.algorithm)
+	p("  (key `ip`, the default headers). The limit is far above what a run reaches, so every request is")
+	p("  allowed and the allowing path is what is measured; `-fail closed` turns any Redis failure into a")
+	p("  503 that wrk counts, instead of a local decision.")
+	p("- Load: `wrk -t%d -c%d -d%v --latency --timeout %v` on `GET /`, from one client address", o.wrk.threads, o.wrk.connections, o.duration, o.wrk.timeout)
+	p("  (127.0.0.1), so every request of a run decides the same key: ratekit's hot-key case.")
+	p("- Per framework: both apps started, a %v warm-up run of each (not reported), then %d rounds in", o.warmup, o.rounds)
+	p("  which each app runs once, the order alternating (example first in odd rounds, baseline first in")
+	p("  even ones). The frameworks are measured one after the other.")
+	p("- Checks, which stop the program when they fail: one `GET /` on each app before the runs answers")
+	p("  200 with the same body, the example app's with every rate-limit header (`X-RateLimit-Limit:")
+	p("  %d`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `RateLimit-Policy`, `RateLimit`)", exampleLimit)
+	p("  and the baseline's with none; in every run, wrk counts no non-2xx answer and no socket error;")
+	p("  and Redis served one script call (EVALSHA or EVAL, from `INFO commandstats`) per request,")
+	p("  within 0.99 to 1.05.")
+	p("")
+	if len(rep.results) > 0 {
+		p("The example app's answer to the probing `GET /` (%s):", rep.results[0].fw)
+		p("")
+		p("```")
+		p("HTTP/1.1 %d %s", rep.results[0].probe.status, http.StatusText(rep.results[0].probe.status))
+		for _, l := range limitHeaderLines(rep.results[0].probe) {
+			p("%s", l)
+		}
+		p("")
+		p("%s", strings.TrimRight(rep.results[0].probe.body, "\n"))
+		p("```")
+		p("")
+	}
+	p("### Every run")
+	p("")
+	p("CPU is in µs per request: app, redis-server, wrk.")
+	p("")
+	p("| framework | round | app | req/s | p50 | p99 | requests | script calls / request | CPU/request | example ÷ baseline |")
+	p("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rep.results {
+		s := r.summary()
+		for i := range len(r.example) {
+			for _, x := range []struct {
+				name string
+				run  run
+			}{{"example", r.example[i]}, {"baseline", r.baseline[i]}} {
+				ratio := ""
+				if x.name == "example" && i < len(s.ratios) {
+					ratio = fmt.Sprintf("%.2f×", s.ratios[i])
+				}
+				cpu := micros(x.run.perRequest(x.run.appCPU)) + " · " + micros(x.run.perRequest(x.run.redisCPU)) + " · " + micros(x.run.perRequest(x.run.wrk.cpu))
+				p("| %s | %d | %s | %s | %s | %s | %s | %.3f | %s | %s |", r.fw, i+1, x.name, thousands(x.run.wrk.perSecond),
+					dur(x.run.wrk.p50), dur(x.run.wrk.p99), thousands(float64(x.run.wrk.requests)), x.run.callsPerRequest(), cpu, ratio)
+			}
+		}
+	}
+	p("%s", mdsection.End)
+	return b.String()
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count); xs is reordered.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	m := len(xs) / 2
+	if len(xs)%2 == 1 {
+		return xs[m]
+	}
+	return (xs[m-1] + xs[m]) / 2
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	}
+}
+
+func thousands(x float64) string {
+	s := strconv.FormatInt(int64(x+0.5), 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
