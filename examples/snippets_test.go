@@ -5,16 +5,21 @@ package examples_test
 // functions that serve until killed are compiled, not run.
 
 import (
+	"context"
 	"fmt"
 	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/gin-gonic/gin"
 	"github.com/gofiber/fiber/v2"
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
@@ -23,6 +28,7 @@ import (
 	"github.com/ratekit/ratekit/ginlimit"
 	"github.com/ratekit/ratekit/keyfuncs"
 	"github.com/ratekit/ratekit/nethttp"
+	"github.com/ratekit/ratekit/promlimit"
 )
 
 // net/http, with the quick start's setup.
@@ -254,4 +260,61 @@ func Example_failureModes() {
 		log.Fatal(err)
 	}
 	defer limiter.Close()
+}
+
+// Prometheus metrics and debug logs.
+func Example_metrics() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	// snippet:metrics
+	collector := promlimit.MustNew()
+	prometheus.MustRegister(collector)
+	limiter, err := core.NewLimiter(core.NewRedisStore(rdb), core.WithObserver(collector))
+	if err != nil {
+		log.Fatal(err)
+	}
+	http.Handle("GET /metrics", promhttp.Handler()) // on an address of its own, or outside the limits
+	// snippet:end
+	defer limiter.Close()
+
+	// snippet:debuglog
+	debug := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	limiter, err = core.NewLimiter(core.NewRedisStore(rdb), core.WithLogger(debug))
+	// logs: level=DEBUG msg="ratekit: decision" rule=default identity=ip:5f0c3a1d9be2 verdict=allowed ...
+	// snippet:end
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+}
+
+// A new, lower limit tried in shadow mode beside the enforced one: it is
+// counted, and denies nothing.
+func Example_shadow() {
+	limiter, err := core.NewLimiter(core.NewMemoryStore())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	clientIP, err := keyfuncs.IP()
+	if err != nil {
+		log.Fatal(err)
+	}
+	// snippet:shadow
+	rules := []core.Rule{
+		{Name: "default", Limit: core.PerMinute(100), Key: clientIP},
+		{Name: "default-trial", Limit: core.PerMinute(2), Key: clientIP, Shadow: true}, // counted, never denies
+	}
+	// snippet:end
+	req := core.HTTPRequest(httptest.NewRequest("GET", "/", nil))
+	for range 3 {
+		d, err := limiter.Check(context.Background(), req, rules)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("allowed=%v shadow-denied=%v\n", d.Allowed, d.ShadowDenied())
+	}
+	// Output:
+	// allowed=true shadow-denied=false
+	// allowed=true shadow-denied=false
+	// allowed=true shadow-denied=true
 }

@@ -5,8 +5,8 @@
 //
 // GET / is limited by the default rule (-limit per -period and client),
 // GET /strict also by the strict rule (-strict-limit), and GET /healthz is
-// never limited. Run it with -h for every flag and its environment
-// variable.
+// never limited, nor is GET /metrics, served with -metrics (METRICS=1).
+// Run it with -h for every flag and its environment variable.
 package main
 
 import (
@@ -21,10 +21,10 @@ import (
 
 func main() { app.Main("echo", newServer) }
 
-func newServer(limiter *core.Limiter, rules app.Rules) (app.Server, error) {
-	// The default rule on every route but /healthz.
+func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
+	// The default rule on every route but /healthz and /metrics.
 	perClient, err := echolimit.New(limiter, rules.Default,
-		echolimit.WithSkipper(func(c echo.Context) bool { return c.Path() == app.HealthzPath }))
+		echolimit.WithSkipper(func(c echo.Context) bool { return app.Unlimited(c.Path()) }))
 	if err != nil {
 		return nil, err
 	}
@@ -40,5 +40,8 @@ func newServer(limiter *core.Limiter, rules app.Rules) (app.Server, error) {
 	e.GET(app.RootPath, func(c echo.Context) error { return c.String(http.StatusOK, "hello from echo\n") })
 	e.GET(app.StrictPath, func(c echo.Context) error { return c.String(http.StatusOK, "hello from echo, strictly\n") }, strict)
 	e.GET(app.HealthzPath, func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	if metrics != nil { // -metrics
+		e.GET(app.MetricsPath, echo.WrapHandler(metrics))
+	}
 	return app.HTTPServer(e), nil
 }

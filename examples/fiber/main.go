@@ -5,15 +5,17 @@
 //
 // GET / is limited by the default rule (-limit per -period and client),
 // GET /strict also by the strict rule (-strict-limit), and GET /healthz is
-// never limited. Run it with -h for every flag and its environment
-// variable.
+// never limited, nor is GET /metrics, served with -metrics (METRICS=1).
+// Run it with -h for every flag and its environment variable.
 package main
 
 import (
 	"context"
 	"net"
+	"net/http"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 
 	"github.com/ratekit/ratekit/core"
@@ -23,10 +25,10 @@ import (
 
 func main() { app.Main("fiber", newServer) }
 
-func newServer(limiter *core.Limiter, rules app.Rules) (app.Server, error) {
-	// The default rule on every route but /healthz.
+func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
+	// The default rule on every route but /healthz and /metrics.
 	perClient, err := fiberlimit.New(limiter, rules.Default,
-		fiberlimit.WithNext(func(c *fiber.Ctx) bool { return c.Path() == app.HealthzPath }))
+		fiberlimit.WithNext(func(c *fiber.Ctx) bool { return app.Unlimited(c.Path()) }))
 	if err != nil {
 		return nil, err
 	}
@@ -41,6 +43,9 @@ func newServer(limiter *core.Limiter, rules app.Rules) (app.Server, error) {
 	f.Get(app.RootPath, func(c *fiber.Ctx) error { return c.SendString("hello from fiber\n") })
 	f.Get(app.StrictPath, strict, func(c *fiber.Ctx) error { return c.SendString("hello from fiber, strictly\n") })
 	f.Get(app.HealthzPath, func(c *fiber.Ctx) error { return c.SendString("ok\n") })
+	if metrics != nil { // -metrics
+		f.Get(app.MetricsPath, adaptor.HTTPHandler(metrics))
+	}
 	return server{f}, nil
 }
 

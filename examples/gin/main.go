@@ -5,8 +5,8 @@
 //
 // GET / is limited by the default rule (-limit per -period and client),
 // GET /strict also by the strict rule (-strict-limit), and GET /healthz is
-// never limited. Run it with -h for every flag and its environment
-// variable.
+// never limited, nor is GET /metrics, served with -metrics (METRICS=1).
+// Run it with -h for every flag and its environment variable.
 package main
 
 import (
@@ -21,10 +21,10 @@ import (
 
 func main() { app.Main("gin", newServer) }
 
-func newServer(limiter *core.Limiter, rules app.Rules) (app.Server, error) {
-	// The default rule on every route but /healthz.
+func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
+	// The default rule on every route but /healthz and /metrics.
 	perClient, err := ginlimit.New(limiter, rules.Default,
-		ginlimit.WithSkip(func(c *gin.Context) bool { return c.FullPath() == app.HealthzPath }))
+		ginlimit.WithSkip(func(c *gin.Context) bool { return app.Unlimited(c.FullPath()) }))
 	if err != nil {
 		return nil, err
 	}
@@ -40,5 +40,8 @@ func newServer(limiter *core.Limiter, rules app.Rules) (app.Server, error) {
 	r.GET(app.RootPath, func(c *gin.Context) { c.String(http.StatusOK, "hello from gin\n") })
 	r.GET(app.StrictPath, strict, func(c *gin.Context) { c.String(http.StatusOK, "hello from gin, strictly\n") })
 	r.GET(app.HealthzPath, func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
+	if metrics != nil { // -metrics
+		r.GET(app.MetricsPath, gin.WrapH(metrics))
+	}
 	return app.HTTPServer(r), nil
 }

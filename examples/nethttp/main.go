@@ -5,8 +5,8 @@
 //
 // GET / is limited by the default rule (-limit per -period and client),
 // GET /strict also by the strict rule (-strict-limit), and GET /healthz is
-// never limited. Run it with -h for every flag and its environment
-// variable.
+// never limited, nor is GET /metrics, served with -metrics (METRICS=1).
+// Run it with -h for every flag and its environment variable.
 package main
 
 import (
@@ -20,10 +20,10 @@ import (
 
 func main() { app.Main("nethttp", newServer) }
 
-func newServer(limiter *core.Limiter, rules app.Rules) (app.Server, error) {
-	// The default rule on every route but /healthz.
+func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
+	// The default rule on every route but /healthz and /metrics.
 	perClient, err := nethttp.New(limiter, rules.Default,
-		nethttp.WithSkip(func(r *http.Request) bool { return r.URL.Path == app.HealthzPath }))
+		nethttp.WithSkip(func(r *http.Request) bool { return app.Unlimited(r.URL.Path) }))
 	if err != nil {
 		return nil, err
 	}
@@ -43,5 +43,8 @@ func newServer(limiter *core.Limiter, rules app.Rules) (app.Server, error) {
 	mux.HandleFunc("GET "+app.HealthzPath, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
+	if metrics != nil { // -metrics
+		mux.Handle("GET "+app.MetricsPath, metrics)
+	}
 	return app.HTTPServer(perClient(mux)), nil
 }

@@ -12,3 +12,4 @@ func TestMain(m *testing.M) { apptest.Main(m, main) }
 func TestRoutes(t *testing.T)      { apptest.TestRoutes(t) }
 func TestSharedRedis(t *testing.T) { apptest.TestSharedRedis(t) }
 func TestBadFlags(t *testing.T)    { apptest.CheckBadFlags(t) }
+func TestMetrics(t *testing.T)     { apptest.TestMetrics(t) }

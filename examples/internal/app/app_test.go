@@ -220,15 +220,20 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// build is a minimal app: the default rule on every route.
-func build(l *core.Limiter, rules app.Rules) (app.Server, error) {
+// build is a minimal app: the default rule on every route but /metrics.
+func build(l *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
 	mw, err := nethttp.New(l, rules.Default)
 	if err != nil {
 		return nil, err
 	}
-	return app.HTTPServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux := http.NewServeMux()
+	mux.Handle("/", mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "hello\n")
-	}))), nil
+	})))
+	if metrics != nil {
+		mux.Handle("GET "+app.MetricsPath, metrics)
+	}
+	return app.HTTPServer(mux), nil
 }
 
 var listenURL = regexp.MustCompile(`url=(http://\S+)`)
@@ -325,6 +330,42 @@ func TestRunFailModes(t *testing.T) {
 	}
 }
 
+// TestRunMetrics checks that -metrics gives the Limiter a collector and
+// the app a /metrics handler that shows its decisions.
+func TestRunMetrics(t *testing.T) {
+	base, stop := run(t, "-metrics", "-limit", "1")
+	for _, want := range []int{200, 429} {
+		if resp := get(t, base+"/"); resp.StatusCode != want {
+			t.Errorf("GET /: status %d, want %d", resp.StatusCode, want)
+		}
+	}
+	resp, err := http.Get(base + app.MetricsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, log := stop()
+	if code != 0 {
+		t.Errorf("exit status %d, want 0", code)
+	}
+	if want := `msg="Prometheus metrics" url=` + base + "/metrics"; !strings.Contains(log, want) {
+		t.Errorf("log lacks %q:\n%s", want, log)
+	}
+	for _, want := range []string{
+		`ratekit_decisions_total{degraded="false",outcome="allowed",rule="default"} 1`,
+		`ratekit_decisions_total{degraded="false",outcome="denied",rule="default"} 1`,
+		"process_start_time_seconds ",
+	} {
+		if !strings.Contains(string(body), "\n"+want) {
+			t.Errorf("GET /metrics lacks %s:\n%s", want, body)
+		}
+	}
+}
+
 func TestRunExitStatus(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -332,6 +373,7 @@ func TestRunExitStatus(t *testing.T) {
 		want string
 	}{
 		{[]string{"-h"}, 0, "Usage: test [flags]"},
+		{[]string{"-h"}, 0, "serve Prometheus metrics at /metrics"},
 		{[]string{"-limit", "x"}, 2, `invalid value "x" for flag -limit`},
 		{[]string{"-algorithm", "x"}, 2, "test: -algorithm (ALGORITHM) is \"x\": want gcra, fixed, sliding-log or sliding-counter\nRun test -h to see every flag."},
 		{[]string{"-addr", "256.0.0.1:1"}, 1, "cannot listen"},

@@ -1,7 +1,8 @@
 // Package app holds what the example apps share, so that each app's main.go
 // shows only its framework's wiring: the flags and their environment
 // fallbacks, the store (an embedded miniredis, a Redis server or a Redis
-// Cluster), the Limiter, the rules, the start-up log and a graceful
+// Cluster), the Limiter, the rules, the Prometheus metrics of -metrics
+// (served by each app at [MetricsPath]), the start-up log and a graceful
 // shutdown.
 //
 // Every app names its rules alike ([DefaultRule], [StrictRule]) and keys
@@ -73,7 +74,9 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// Fail is what the limiter does when Redis cannot decide.
 	Fail core.FailurePolicy
-	// Metrics asks for a /metrics endpoint.
+	// Metrics serves Prometheus metrics at /metrics ([MetricsPath]) on
+	// Addr: the Limiter's decisions, store calls and breaker (package
+	// promlimit), the Go runtime's and the process's.
 	Metrics bool
 }
 
@@ -132,15 +135,16 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	fs.StringVar(&c.JWTSecret, "jwt-secret", "", "HS256 `secret` that verifies tokens (-key jwt)")
 	fs.StringVar(&trusted, "trusted-proxies", "", "`CIDRs` of proxies whose X-Forwarded-For is believed, comma-separated")
 	fs.StringVar(&f, "fail", "local", "when Redis fails: local (count per replica), open (allow) or closed (deny with 503)")
-	fs.BoolVar(&c.Metrics, "metrics", false, "serve /metrics (not built in: accepted and ignored)")
+	fs.BoolVar(&c.Metrics, "metrics", false, "serve Prometheus metrics at /metrics on -addr, never limited")
 	for _, e := range EnvVars {
 		f := fs.Lookup(e.Flag)
 		f.Usage += "; env " + e.Env
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: %s [flags]\n\n", name)
-		fmt.Fprintf(out, "Serves GET / (limited by -limit), GET /strict (also by -strict-limit) and GET /healthz\n")
-		fmt.Fprintf(out, "(never limited). Each flag not given falls back to its environment variable.\n\n")
+		fmt.Fprintf(out, "Serves GET / (limited by -limit), GET /strict (also by -strict-limit), GET /healthz\n")
+		fmt.Fprintf(out, "and, with -metrics, GET /metrics (never limited). Each flag not given falls back to\n")
+		fmt.Fprintf(out, "its environment variable.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

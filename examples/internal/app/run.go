@@ -31,8 +31,10 @@ type Server interface {
 }
 
 // Build returns an app's server: its framework's router with the rules
-// installed through its adapter, over limiter.
-type Build func(limiter *core.Limiter, rules Rules) (Server, error)
+// installed through its adapter, over limiter. metrics is the handler of
+// [MetricsPath] when the app runs with -metrics, nil otherwise: the app
+// serves it, outside its limits, only when it is not nil.
+type Build func(limiter *core.Limiter, rules Rules, metrics http.Handler) (Server, error)
 
 // StoreTimeout is the deadline of each store call in the example apps: far
 // above the library's default of 50 ms ([core.DefaultTimeout]), because the
@@ -96,10 +98,21 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 		return fail("cannot open the store", err)
 	}
 	defer backend.Close()
-	limiter, err := core.NewLimiter(backend.Store,
+	opts := []core.LimiterOption{
 		core.WithFailurePolicy(cfg.Fail),
 		core.WithTimeout(StoreTimeout),
-		core.WithLogger(log))
+		core.WithLogger(log),
+	}
+	var metrics http.Handler
+	if cfg.Metrics {
+		collector, handler, err := newMetrics()
+		if err != nil {
+			return fail("cannot set up the metrics", err)
+		}
+		opts = append(opts, core.WithObserver(collector))
+		metrics = handler
+	}
+	limiter, err := core.NewLimiter(backend.Store, opts...)
 	if err != nil {
 		return fail("cannot create the limiter", err)
 	}
@@ -108,7 +121,7 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 	if err != nil {
 		return fail("cannot build the rules", err)
 	}
-	srv, err := build(limiter, rules)
+	srv, err := build(limiter, rules, metrics)
 	if err != nil {
 		return fail("cannot build the server", err)
 	}
@@ -125,7 +138,7 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 		DefaultRule, def.String(), StrictRule, strict.String()+" on "+StrictPath,
 		"key", cfg.KeyMode, "fail", cfg.Fail.String())
 	if cfg.Metrics {
-		log.Warn("metrics are not built in: -metrics is accepted and ignored")
+		log.Info("Prometheus metrics", "url", base+MetricsPath)
 	}
 	log.Info(fmt.Sprintf("try it: call %d in quick succession is answered 429", min(cfg.Limit, cfg.StrictLimit)+1),
 		"cmd", TryCommand(cfg, base))

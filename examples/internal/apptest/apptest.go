@@ -398,6 +398,9 @@ func TestRoutes(t *testing.T) {
 		}
 	}
 	CheckRoutes(t, p.URL)
+	if r := Get(t, p.URL, app.MetricsPath); r.Status != http.StatusNotFound {
+		t.Errorf("GET /metrics without -metrics: status %d, want 404", r.Status)
+	}
 	if code := p.Stop(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("exit status %d after SIGTERM, want 0", code)
 	}
@@ -442,6 +445,72 @@ func TestSharedRedis(t *testing.T) {
 		t.Errorf("exit status %d after SIGINT, want 0", code)
 	}
 	if code := b.Stop(t, syscall.SIGTERM); code != 0 {
+		t.Errorf("exit status %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestMetrics starts the app with -metrics, sends it traffic that the
+// limits partly deny, and checks that GET /metrics, never limited, counts
+// every rule's decisions exactly, with no client address in any label.
+func TestMetrics(t *testing.T) {
+	skipUnsupported(t)
+	p := Start(t, []string{"-metrics"})
+	p.WaitLog(t, "try it")
+	if want := `msg="Prometheus metrics" url=` + p.URL + app.MetricsPath; !strings.Contains(p.Log(), want) {
+		t.Errorf("the start-up log lacks %s:\n%s", want, p.Log())
+	}
+	// /strict ×3: default allows 3; strict allows 2 and denies 1.
+	// / ×9: default allows 7 more (10 in all), then denies 2.
+	for i, want := range []int{200, 200, 429} {
+		if r := Get(t, p.URL, app.StrictPath); r.Status != want {
+			t.Errorf("GET /strict #%d: status %d, want %d", i+1, r.Status, want)
+		}
+	}
+	for i := range 9 {
+		want := 200
+		if i >= 7 {
+			want = 429
+		}
+		if r := Get(t, p.URL, app.RootPath); r.Status != want {
+			t.Errorf("GET / #%d: status %d, want %d", i+1, r.Status, want)
+		}
+	}
+	// More scrapes than the limit: /metrics is never limited.
+	var r Response
+	for i := range 12 {
+		r = Get(t, p.URL, app.MetricsPath)
+		if r.Status != 200 {
+			t.Fatalf("GET /metrics #%d: status %d, want 200; body %q", i+1, r.Status, r.Body)
+		}
+		noRateLimitFields(t, app.MetricsPath, r)
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Errorf("GET /metrics: Content-Type %q, want the text format", ct)
+	}
+	for _, want := range []string{
+		`ratekit_decisions_total{degraded="false",outcome="allowed",rule="default"} 10`,
+		`ratekit_decisions_total{degraded="false",outcome="denied",rule="default"} 2`,
+		`ratekit_decisions_total{degraded="false",outcome="allowed",rule="strict"} 2`,
+		`ratekit_decisions_total{degraded="false",outcome="denied",rule="strict"} 1`,
+		`ratekit_decisions_total{degraded="true",outcome="allowed",rule="default"} 0`,
+		`ratekit_breaker_state{state="closed"} 1`,
+		`ratekit_store_errors_total{kind="timeout"} 0`,
+		`ratekit_store_duration_seconds_count{result="ok"} `,
+		"go_goroutines ",
+	} {
+		if !strings.Contains(r.Body, "\n"+want) {
+			t.Errorf("GET /metrics lacks %s", want)
+		}
+	}
+	for line := range strings.Lines(r.Body) {
+		if strings.HasPrefix(line, "ratekit_") && strings.Contains(line, "127.0.0.1") {
+			t.Errorf("GET /metrics: a label holds the client's address: %s", line)
+		}
+	}
+	if t.Failed() {
+		t.Logf("GET /metrics:\n%s", r.Body)
+	}
+	if code := p.Stop(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("exit status %d after SIGTERM, want 0", code)
 	}
 }

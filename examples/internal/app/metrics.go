@@ -1,0 +1,40 @@
+package app
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ratekit/ratekit/promlimit"
+)
+
+// MetricsPath is where an app run with -metrics serves its Prometheus
+// metrics, on its own address, never limited.
+const MetricsPath = "/metrics"
+
+// Unlimited reports whether no rule limits path: /healthz and /metrics,
+// which health checks and Prometheus call on their own schedule.
+func Unlimited(path string) bool { return path == HealthzPath || path == MetricsPath }
+
+// newMetrics returns a Collector for the app's Limiter, and the /metrics
+// handler that serves it, with the Go runtime's and the process's metrics,
+// from a registry of its own.
+func newMetrics() (*promlimit.Collector, http.Handler, error) {
+	collector, err := promlimit.New()
+	if err != nil {
+		return nil, nil, err
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collector); err != nil {
+		return nil, nil, err
+	}
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, nil, err
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, nil, err
+	}
+	return collector, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
+}
