@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -32,14 +33,26 @@ func honoursDeadlines(store Store) bool {
 	return false
 }
 
-// callDirect makes one store call on the caller's goroutine, for a store
-// that returns by ctx's deadline on its own. A panic of the store becomes
-// an error, as on the goroutine path.
-func (l *Limiter) callDirect(ctx context.Context, checks []Check, n int) (res []Result, err error) {
+// callDirect makes one store call on the caller's goroutine into results,
+// for a store that returns by ctx's deadline on its own. A panic of the
+// store becomes an error, as on the goroutine path.
+func (l *Limiter) callDirect(ctx context.Context, checks []Check, n int, results []Result) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			res, err = nil, fmt.Errorf("ratekit: store panicked: %v", p)
+			err = fmt.Errorf("ratekit: store panicked: %v", p)
 		}
 	}()
-	return l.store.AllowAllN(ctx, checks, n)
+	if s, ok := l.store.(*RedisStore); ok {
+		// the concrete call lets checks and results stay on the caller's
+		// stack
+		return s.allow(ctx, checks, n, results)
+	}
+	// any other store gets checks of its own, since an interface call
+	// would move the caller's to the heap
+	res, err := l.store.AllowAllN(ctx, slices.Clone(checks), n)
+	if err == nil && len(res) != len(checks) {
+		err = fmt.Errorf("%w: %d results for %d checks", ErrMalformedReply, len(res), len(checks))
+	}
+	copy(results, res)
+	return err
 }

@@ -696,15 +696,16 @@ func (l *Limiter) decide(ctx context.Context, checks []Check, n int, results []R
 	}
 	defer cancel()
 	t0 := l.mono()
-	var res []Result
 	if l.direct {
-		res, err = l.callDirect(cctx, checks, n)
+		err = l.callDirect(cctx, checks, n, results)
 	} else {
 		// the call may outlive this function: it gets checks of its own
+		var res []Result
 		res, err = l.callStore(cctx, slices.Clone(checks), n)
-	}
-	if err == nil && len(res) != len(checks) {
-		err = fmt.Errorf("%w: %d results for %d checks", ErrMalformedReply, len(res), len(checks))
+		if err == nil && len(res) != len(checks) {
+			err = fmt.Errorf("%w: %d results for %d checks", ErrMalformedReply, len(res), len(checks))
+		}
+		copy(results, res)
 	}
 	if err != nil && ctx.Err() == nil && cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
 		err = l.timeoutErr
@@ -721,7 +722,6 @@ func (l *Limiter) decide(ctx context.Context, checks []Check, n int, results []R
 		return false, l.fallback(ctx, checks, n, results, err)
 	}
 	l.succeeded()
-	copy(results, res)
 	if l.denied != nil {
 		l.denied.record(checks, n, t0, results, leads)
 	}
