@@ -9,7 +9,9 @@
 --   remaining units, retry-after µs (-1: never), reset-after µs.
 
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- TIME's replies are digit strings: arithmetic converts them, where
+-- tonumber() would parse each twice
+local now = t[1] * 1000000 + t[2]
 local n = tonumber(ARGV[1])
 local s = check(KEYS[1], now, rate, period, burst, n)
 if s.ok then
