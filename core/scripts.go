@@ -31,15 +31,21 @@ func scriptSource(algs ...Algorithm) string {
 }
 
 // singleSource assembles the script that decides one key under limit, with
-// the limit's parameters compiled in as constants. GCRA's is gcra_single.lua,
-// which answers one integer (see [gcraResult]); the others are their
-// algorithm file and single.lua, which answer the string parseReply reads.
+// the limit's parameters compiled in as constants. GCRA and the fixed window
+// have one-key scripts of their own, written out in full: gcra_single.lua,
+// which answers one integer (see [gcraResult]), and fixed_single.lua. The
+// others are their algorithm file and single.lua. All but GCRA's answer the
+// string parseReply reads.
 func singleSource(limit Limit) string {
-	if limit.Algorithm == GCRA {
+	switch limit.Algorithm {
+	case GCRA:
 		interval := limit.interval()
 		return fmt.Sprintf("local interval, tolerance, burst = %d, %d, %d\n",
 			interval, interval*int64(limit.Burst), limit.Burst) +
 			readScript("gcra_single.lua")
+	case FixedWindow:
+		return fmt.Sprintf("local rate, period = %d, %d\n", limit.Rate, limit.Period.Microseconds()) +
+			readScript("fixed_single.lua")
 	}
 	name := algorithmFiles[limit.Algorithm]
 	return readScript(name+".lua") + "\n" +
