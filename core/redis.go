@@ -159,7 +159,8 @@ func (s *RedisStore) AllowAllN(ctx context.Context, checks []Check, n int) ([]Re
 }
 
 // oneKeyArgs holds the EVALSHA arguments of a one-key call in one
-// allocation: command, script, 1 (number of keys), key, cost.
+// allocation: command, script, 1 (number of keys), key, cost. A cost of 1
+// is not sent: the one-key scripts take an absent cost for 1.
 type oneKeyArgs [5]any
 
 func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results []Result) error {
@@ -181,7 +182,13 @@ func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results [
 			ireply, sreply, err = sc.split(s.batch.do(ctx, sc.Script, c))
 		case s.proc != nil:
 			args := &oneKeyArgs{nil, nil, 1, checks[0].Key, n}
-			ireply, sreply, err = s.eval(ctx, sc, args[:])
+			if n == 1 {
+				ireply, sreply, err = s.eval(ctx, sc, args[:4])
+			} else {
+				ireply, sreply, err = s.eval(ctx, sc, args[:])
+			}
+		case n == 1:
+			ireply, sreply, err = sc.split(sc.Run(ctx, s.client, []string{checks[0].Key}).Result())
 		default:
 			ireply, sreply, err = sc.split(sc.Run(ctx, s.client, []string{checks[0].Key}, n).Result())
 		}

