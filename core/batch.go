@@ -45,7 +45,7 @@ type batchCall struct {
 	args   [1]any
 	many   []string // keys of a multi-key call (keys unused then)
 	margs  []any
-	reply  string
+	reply  any // int64 or string, as the script answers
 	err    error
 	done   chan struct{}
 }
@@ -67,10 +67,10 @@ func newBatcher(client pipeliner, direct redis.Scripter, maxBatch, parallel int,
 }
 
 // do runs one call through the next pipeline and returns its reply.
-func (b *batcher) do(ctx context.Context, script *redis.Script, c *batchCall) (string, error) {
+func (b *batcher) do(ctx context.Context, script *redis.Script, c *batchCall) (any, error) {
 	select {
 	case <-b.stop:
-		return "", ErrClosed
+		return nil, ErrClosed
 	default:
 	}
 	// idle: nothing queued and a pipeline slot free, so the call goes out
@@ -82,7 +82,7 @@ func (b *batcher) do(ctx context.Context, script *redis.Script, c *batchCall) (s
 			if c.many != nil {
 				keys, args = c.many, c.margs
 			}
-			reply, err := script.Run(ctx, b.direct, keys, args...).Text()
+			reply, err := script.Run(ctx, b.direct, keys, args...).Result()
 			<-b.inflight
 			*c = batchCall{done: c.done}
 			b.pool.Put(c)
@@ -94,14 +94,14 @@ func (b *batcher) do(ctx context.Context, script *redis.Script, c *batchCall) (s
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
-		return "", ErrClosed
+		return nil, ErrClosed
 	}
 	select {
 	case b.in <- c:
 		b.mu.RUnlock()
 	case <-ctx.Done():
 		b.mu.RUnlock()
-		return "", ctx.Err()
+		return nil, ctx.Err()
 	}
 	select {
 	case <-c.done:
@@ -111,7 +111,7 @@ func (b *batcher) do(ctx context.Context, script *redis.Script, c *batchCall) (s
 		return reply, err
 	case <-ctx.Done():
 		// the pipeline still answers into c later; c is not reused
-		return "", ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
@@ -211,7 +211,7 @@ func (b *batcher) flush(batch []*batchCall) {
 		_, _ = p.Exec(ctx)
 	}
 	for i, c := range batch {
-		c.reply, c.err = cmds[i].Text()
+		c.reply, c.err = cmds[i].Result()
 		c.done <- struct{}{}
 	}
 }

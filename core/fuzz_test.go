@@ -102,3 +102,37 @@ func TestLimitString(t *testing.T) {
 		}
 	}
 }
+
+// FuzzGCRAReply feeds arbitrary integers to the decoder of GCRA's one-key
+// reply: it must never panic, and whatever it accepts must be in range and
+// consistent with the cost.
+func FuzzGCRAReply(f *testing.F) {
+	f.Add(int64(12000), uint16(1), uint8(5))
+	f.Add(int64(-1), uint16(1), uint8(5))
+	f.Add(int64(-6000001), uint16(6), uint8(5))
+	f.Add(int64(0), uint16(1), uint8(1))
+	f.Add(int64(-1<<63), uint16(1), uint8(1))
+	f.Add(int64(1<<63-1), uint16(300), uint8(0))
+	f.Fuzz(func(t *testing.T, v int64, n uint16, burst uint8) {
+		limit := PerMinute(10).WithBurst(1 + int(burst))
+		cost := 1 + int(n)
+		r, err := gcraResult(limit, cost, v)
+		if err != nil {
+			if !errors.Is(err, ErrMalformedReply) {
+				t.Fatalf("error %v does not wrap ErrMalformedReply", err)
+			}
+			return
+		}
+		if r.Remaining < 0 || r.Remaining > limit.Capacity() || r.ResetAfter < 0 {
+			t.Fatalf("%d: out of range %+v", v, r)
+		}
+		switch {
+		case r.Allowed && r.RetryAfter != 0:
+			t.Fatalf("%d: allowed with a wait %+v", v, r)
+		case !r.Allowed && cost > limit.Burst && r.RetryAfter != -1:
+			t.Fatalf("%d: a cost above the burst may pass later %+v", v, r)
+		case !r.Allowed && cost <= limit.Burst && r.RetryAfter <= 0:
+			t.Fatalf("%d: denied without a wait %+v", v, r)
+		}
+	})
+}

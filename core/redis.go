@@ -17,6 +17,7 @@ import (
 // concurrent use.
 type RedisStore struct {
 	client redis.Scripter
+	proc   processor // client's Process method; nil if it has none
 	// limits caches, per distinct Limit, its compiled single-key script and
 	// its boxed arguments for the multi-key scripts.
 	limits  sync.Map // Limit → *limitScripts
@@ -61,8 +62,29 @@ func WithBatching(maxBatch, parallel int, maxWait time.Duration) RedisOption {
 const maxCompiledLimits = 256
 
 type limitScripts struct {
-	single *redis.Script
+	single *script
 	args   [4]any // algorithm, rate, period in ms, burst
+}
+
+// script is a Lua script with its EVALSHA and EVAL arguments boxed once.
+type script struct {
+	*redis.Script
+	sha, src any
+	intReply bool // one integer (GCRA's single script), else one string
+}
+
+func newScript(src string, intReply bool) *script {
+	s := redis.NewScript(src)
+	return &script{Script: s, sha: s.Hash(), src: src, intReply: intReply}
+}
+
+// processor is the method through which RedisStore sends its scripts when
+// the client has it (*redis.Client, *redis.ClusterClient and *redis.Ring
+// do): it runs the client's hooks like any command, and lets the reply be
+// read as the integer or string it is, without the boxing and argument
+// copies of the generic EvalSha.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
 // NewRedisStore returns a store over client: a *redis.Client,
@@ -86,6 +108,7 @@ func NewRedisStore(client redis.Scripter, opts ...RedisOption) *RedisStore {
 		o(&cfg)
 	}
 	s := &RedisStore{client: client}
+	s.proc, _ = client.(processor)
 	if cfg.batch {
 		p, ok := client.(pipeliner)
 		if !ok {
@@ -135,49 +158,127 @@ func (s *RedisStore) AllowAllN(ctx context.Context, checks []Check, n int) ([]Re
 	return results, nil
 }
 
-// singleCall holds the arguments of a one-key call in one allocation.
-type singleCall struct {
-	keys [1]string
-	args [1]any
-}
+// oneKeyArgs holds the EVALSHA arguments of a one-key call in one
+// allocation: command, script, 1 (number of keys), key, cost. A cost of 1
+// is not sent: the one-key scripts take an absent cost for 1.
+type oneKeyArgs [5]any
 
 func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results []Result) error {
 	if err := validate(checks, n); err != nil {
 		return err
 	}
 	var (
-		reply string
-		err   error
+		sc     *script
+		ireply int64  // reply of an intReply script
+		sreply string // reply of any other
+		err    error
 	)
 	if ls := s.scripts(checks[0].Limit); len(checks) == 1 && ls.single != nil {
-		if s.batch != nil {
+		sc = ls.single
+		switch {
+		case s.batch != nil:
 			c := s.batch.call()
 			c.keys[0], c.args[0] = checks[0].Key, n
-			reply, err = s.batch.do(ctx, ls.single, c)
-		} else {
-			c := &singleCall{keys: [1]string{checks[0].Key}, args: [1]any{n}}
-			reply, err = ls.single.Run(ctx, s.client, c.keys[:], c.args[:]...).Text()
+			ireply, sreply, err = sc.split(s.batch.do(ctx, sc.Script, c))
+		case s.proc != nil:
+			args := &oneKeyArgs{nil, nil, 1, checks[0].Key, n}
+			if n == 1 {
+				ireply, sreply, err = s.eval(ctx, sc, args[:4])
+			} else {
+				ireply, sreply, err = s.eval(ctx, sc, args[:])
+			}
+		case n == 1:
+			ireply, sreply, err = sc.split(sc.Run(ctx, s.client, []string{checks[0].Key}).Result())
+		default:
+			ireply, sreply, err = sc.split(sc.Run(ctx, s.client, []string{checks[0].Key}, n).Result())
 		}
 	} else {
-		keys := make([]string, len(checks))
-		args := make([]any, 1, 1+4*len(checks))
-		args[0] = n
-		for i := range checks {
-			keys[i] = checks[i].Key
-			args = append(args, s.scripts(checks[i].Limit).args[:]...)
-		}
-		if s.batch != nil {
-			c := s.batch.call()
-			c.many, c.margs = keys, args
-			reply, err = s.batch.do(ctx, scriptFor(checks), c)
+		sc = scriptFor(checks)
+		if s.proc != nil && s.batch == nil {
+			args := make([]any, 3, 4+5*len(checks))
+			args[2] = len(checks)
+			for i := range checks {
+				args = append(args, checks[i].Key)
+			}
+			args = append(args, n)
+			for i := range checks {
+				args = append(args, s.scripts(checks[i].Limit).args[:]...)
+			}
+			ireply, sreply, err = s.eval(ctx, sc, args)
 		} else {
-			reply, err = scriptFor(checks).Run(ctx, s.client, keys, args...).Text()
+			keys := make([]string, len(checks))
+			args := make([]any, 1, 1+4*len(checks))
+			args[0] = n
+			for i := range checks {
+				keys[i] = checks[i].Key
+				args = append(args, s.scripts(checks[i].Limit).args[:]...)
+			}
+			if s.batch != nil {
+				c := s.batch.call()
+				c.many, c.margs = keys, args
+				ireply, sreply, err = sc.split(s.batch.do(ctx, sc.Script, c))
+			} else {
+				ireply, sreply, err = sc.split(sc.Run(ctx, s.client, keys, args...).Result())
+			}
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("ratekit: redis: %w", err)
 	}
-	return parseReply(reply, checks, results)
+	if sc.intReply {
+		results[0], err = gcraResult(checks[0].Limit, n, ireply)
+		return err
+	}
+	return parseReply(sreply, checks, results)
+}
+
+// eval runs sc by EVALSHA, and by EVAL when the server answers NOSCRIPT
+// (after a restart or a failover), through the client's Process method.
+// args holds the command's arguments from the number of keys on; eval fills
+// args[0] and args[1]. It returns the reply as sc answers it: an integer
+// or a string.
+func (s *RedisStore) eval(ctx context.Context, sc *script, args []any) (int64, string, error) {
+	args[0], args[1] = "evalsha", sc.sha
+	for {
+		var (
+			ireply int64
+			sreply string
+			err    error
+		)
+		if sc.intReply {
+			cmd := redis.NewIntCmd(ctx, args...)
+			cmd.SetFirstKeyPos(3)
+			err = s.proc.Process(ctx, cmd)
+			ireply = cmd.Val()
+		} else {
+			cmd := redis.NewStringCmd(ctx, args...)
+			cmd.SetFirstKeyPos(3)
+			err = s.proc.Process(ctx, cmd)
+			sreply = cmd.Val()
+		}
+		if err == nil || args[0] == "eval" || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return ireply, sreply, err
+		}
+		args[0], args[1] = "eval", sc.src
+	}
+}
+
+// split sorts a reply read as any into the integer or string sc answers.
+func (sc *script) split(reply any, err error) (int64, string, error) {
+	if err != nil {
+		return 0, "", err
+	}
+	switch r := reply.(type) {
+	case int64:
+		if sc.intReply {
+			return r, "", nil
+		}
+	case string:
+		if !sc.intReply {
+			return 0, r, nil
+		}
+	}
+	return 0, "", fmt.Errorf("%w: %T reply", ErrMalformedReply, reply)
 }
 
 // scripts returns the cached scripts and arguments of limit.
@@ -194,7 +295,7 @@ func (s *RedisStore) scripts(limit Limit) *limitScripts {
 	if s.nlimits.Add(1) > maxCompiledLimits {
 		return ls // too many distinct limits: generic scripts, nothing cached
 	}
-	ls.single = redis.NewScript(singleSource(limit))
+	ls.single = newScript(singleSource(limit), limit.Algorithm == GCRA)
 	v, _ := s.limits.LoadOrStore(limit, ls)
 	return v.(*limitScripts)
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // ErrMalformedReply is returned, wrapped, when a store's script answers
@@ -75,4 +76,35 @@ func clip(s string) string {
 		return s[:64] + "…"
 	}
 	return s
+}
+
+// gcraResult decodes the one-integer reply of a GCRA one-key script (see
+// scripts/gcra_single.lua) for a cost of n under limit: v >= 1 is an allowed
+// call's reset-after in µs, v <= -1 a denied call's reset-after plus one,
+// negated. Remaining and retry-after follow from the limit, with the
+// arithmetic of gcra.lua and the MemoryStore, and are range-checked as
+// parseReply checks them.
+func gcraResult(limit Limit, n int, v int64) (Result, error) {
+	interval := limit.interval()
+	tolerance := interval * int64(limit.Burst)
+	allowed := v > 0
+	reset, retry := v, int64(0)
+	if !allowed {
+		reset = -(v + 1)
+	}
+	if v == 0 || reset > tolerance {
+		// v == 0 is never sent; a reset beyond the tolerance would leave
+		// less than nothing
+		return Result{}, fmt.Errorf("%w: %d: out of range for %v", ErrMalformedReply, v, limit)
+	}
+	remaining := int64(math.Floor(float64(tolerance-reset) / float64(interval)))
+	if !allowed {
+		if int64(n) > int64(limit.Burst) {
+			retry = -1
+		} else if retry = reset + int64(n)*interval - tolerance; retry < 1 {
+			// a cost that fits is never denied
+			return Result{}, fmt.Errorf("%w: %d: denied a fitting cost of %d under %v", ErrMalformedReply, v, n, limit)
+		}
+	}
+	return result(limit, allowed, remaining, retry, reset), nil
 }

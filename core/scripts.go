@@ -4,8 +4,6 @@ import (
 	"embed"
 	"fmt"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 //go:embed scripts/*.lua
@@ -33,8 +31,22 @@ func scriptSource(algs ...Algorithm) string {
 }
 
 // singleSource assembles the script that decides one key under limit, with
-// the limit's parameters compiled in as constants.
+// the limit's parameters compiled in as constants. GCRA and the fixed window
+// have one-key scripts of their own, written out in full: gcra_single.lua,
+// which answers one integer (see [gcraResult]), and fixed_single.lua. The
+// others are their algorithm file and single.lua. All but GCRA's answer the
+// string parseReply reads.
 func singleSource(limit Limit) string {
+	switch limit.Algorithm {
+	case GCRA:
+		interval := limit.interval()
+		return fmt.Sprintf("local interval, tolerance, burst = %d, %d, %d\n",
+			interval, interval*int64(limit.Burst), limit.Burst) +
+			readScript("gcra_single.lua")
+	case FixedWindow:
+		return fmt.Sprintf("local rate, period = %d, %d\n", limit.Rate, limit.Period.Microseconds()) +
+			readScript("fixed_single.lua")
+	}
 	name := algorithmFiles[limit.Algorithm]
 	return readScript(name+".lua") + "\n" +
 		fmt.Sprintf("local check, commit, rate, period, burst = %s_check, %s_commit, %d, %d, %d\n",
@@ -54,18 +66,18 @@ func readScript(name string) string {
 // checks share one algorithm runs that algorithm's script, which carries no
 // other algorithm's code; mixed calls run mixedScript.
 var (
-	algorithmScripts [numAlgorithms]*redis.Script
-	mixedScript      = redis.NewScript(scriptSource(GCRA, FixedWindow, SlidingWindowLog, SlidingWindowCounter))
+	algorithmScripts [numAlgorithms]*script
+	mixedScript      = newScript(scriptSource(GCRA, FixedWindow, SlidingWindowLog, SlidingWindowCounter), false)
 )
 
 func init() {
 	for a := range algorithmScripts {
-		algorithmScripts[a] = redis.NewScript(scriptSource(Algorithm(a)))
+		algorithmScripts[a] = newScript(scriptSource(Algorithm(a)), false)
 	}
 }
 
 // scriptFor returns the script that decides checks.
-func scriptFor(checks []Check) *redis.Script {
+func scriptFor(checks []Check) *script {
 	alg := checks[0].Limit.Algorithm
 	for i := 1; i < len(checks); i++ {
 		if checks[i].Limit.Algorithm != alg {

@@ -15,7 +15,7 @@
 --   limit reports its state as it stands (retry-after 0 if it had room).
 
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = t[1] * 1000000 + t[2] -- digit strings: arithmetic converts them
 local n = tonumber(ARGV[1])
 
 local states, algs = {}, {}

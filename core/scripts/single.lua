@@ -4,13 +4,16 @@
 -- rate, period in µs and burst as constants: one script per distinct limit.
 --
 -- KEYS[1]: the key.
--- ARGV[1]: n, the cost in units (integer >= 1).
+-- ARGV[1]: n, the cost in units (integer >= 1); absent for 1.
 -- Reply: one string of four integers, space-separated: allowed (0/1),
 --   remaining units, retry-after µs (-1: never), reset-after µs.
 
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local n = tonumber(ARGV[1])
+-- TIME's replies are digit strings: arithmetic converts them, where
+-- tonumber() would parse each twice
+local now = t[1] * 1000000 + t[2]
+local n = ARGV[1]
+n = n and n + 0 or 1
 local s = check(KEYS[1], now, rate, period, burst, n)
 if s.ok then
   commit(KEYS[1], now, s, n)

@@ -1,0 +1,35 @@
+-- gcra_single: decides one key under one GCRA limit, the default algorithm's
+-- one-key path, written out in full: no tables, no closures, no string
+-- reply, so that Redis does as little work per call as the decision allows.
+-- It makes the same decision and the same write as gcra_check and
+-- gcra_commit in gcra.lua; the twin and conformance tests hold both to the
+-- MemoryStore. Loaded after a line that binds the limit's interval
+-- (ceil(period/rate) µs), tolerance (burst * interval µs) and burst as
+-- constants: one script per distinct limit.
+--
+-- KEYS[1]: the key, a string holding the TAT in integer µs (see gcra.lua).
+-- ARGV[1]: n, the cost in units (integer >= 1); absent for 1, which spares
+--   Redis an argument to read and convert (about 5% of the call's cost).
+-- Reply: one integer: reset-after µs if allowed (always >= 1), else
+--   -1 - reset-after µs. The caller knows the limit and the cost, so the
+--   rest follows: remaining = floor((tolerance - reset) / interval), and when
+--   denied, retry-after = reset + n * interval - tolerance, or -1 (never)
+--   when n > burst.
+
+local t = redis.call('TIME')
+-- TIME's replies and ARGV[1] are digit strings: arithmetic converts them,
+-- where tonumber() would parse each twice (the stored value goes through
+-- tonumber(), so that anything but a number counts as a full bucket)
+local now = t[1] * 1000000 + t[2]
+local n = ARGV[1]
+n = n and n + 0 or 1
+local v = redis.call('GET', KEYS[1])
+local tat = v and tonumber(v) or now
+if tat < now then tat = now end
+local new_tat = tat + n * interval
+if n > burst or new_tat - now > tolerance then
+  return now - tat - 1
+end
+redis.call('SET', KEYS[1], string.format('%d', new_tat), 'PX',
+  string.format('%d', math.ceil((new_tat - now) / 1000)))
+return new_tat - now
