@@ -411,3 +411,39 @@ func TestBadInput(t *testing.T) {
 		}
 	})
 }
+
+// TestConformanceLimitLowered spends a key under one limit, then asks under
+// a lower one, as after a configuration change while keys are live: the
+// store denies with nothing remaining, never fails, and allows again once
+// the key has recovered under the new limit.
+func TestConformanceLimitLowered(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg target) {
+		ctx := context.Background()
+		for _, alg := range algorithms {
+			t.Run(alg.String(), func(t *testing.T) {
+				high := core.PerHour(100).WithAlgorithm(alg)
+				low := core.PerHour(10).WithAlgorithm(alg)
+				if alg == core.GCRA {
+					high = high.WithBurst(100)
+					low = core.PerHour(10).WithAlgorithm(alg).WithBurst(2)
+				}
+				key := uniqueKey(t, "lowered")
+				for i := range 50 {
+					if r, err := tg.store.AllowN(ctx, key, high, 1); err != nil || !r.Allowed {
+						t.Fatalf("call %d under %v: %+v, %v", i, high, r, err)
+					}
+				}
+				for _, n := range []int{1, 2} {
+					r, err := tg.store.AllowN(ctx, key, low, n)
+					if err != nil {
+						t.Fatalf("cost %d under %v after spending 50 under %v: %v", n, low, high, err)
+					}
+					if r.Allowed || r.Remaining != 0 || r.RetryAfter <= 0 || r.Never() || r.Limit != low {
+						t.Fatalf("cost %d under %v: %+v, want a denial with nothing remaining", n, low, r)
+					}
+					checkTTLs(t, tg, key)
+				}
+			})
+		}
+	})
+}

@@ -34,8 +34,13 @@ func parseReply(reply string, checks []Check, results []Result) error {
 		}
 		allowed, remaining, retry, reset := v[0], v[1], v[2], v[3]
 		capacity := int64(checks[i].Limit.Capacity())
+		// A denial may report less than nothing remaining: state spent
+		// under a higher limit than the one now asked for. It has nothing.
+		if allowed == 0 && remaining < 0 {
+			remaining = 0
+		}
 		if allowed != 0 && allowed != 1 || remaining < 0 || remaining > capacity ||
-			retry < -1 || reset < 0 || allowed == 1 && retry != 0 {
+			retry < -1 || reset < 0 || allowed == 1 && retry != 0 || retry > maxReplyUS || reset > maxReplyUS {
 			return fmt.Errorf("%w: %q: values out of range for %v", ErrMalformedReply, clip(reply), checks[i].Limit)
 		}
 		results[i] = result(checks[i].Limit, allowed == 1, remaining, retry, reset)
@@ -70,6 +75,10 @@ func parseInt(s string, pos int) (n int64, next int, ok bool) {
 	return n, pos, true
 }
 
+// maxReplyUS bounds the waits a reply may give, in µs: about 142 years,
+// far beyond any limit's period, and far from overflowing a Duration.
+const maxReplyUS = 1 << 52
+
 // clip shortens a reply for an error message.
 func clip(s string) string {
 	if len(s) > 64 {
@@ -92,12 +101,14 @@ func gcraResult(limit Limit, n int, v int64) (Result, error) {
 	if !allowed {
 		reset = -(v + 1)
 	}
-	if v == 0 || reset > tolerance {
-		// v == 0 is never sent; a reset beyond the tolerance would leave
-		// less than nothing
+	if v == 0 || allowed && reset > tolerance || reset > maxReplyUS {
+		// v == 0 is never sent; an allowed call cannot leave less than
+		// nothing
 		return Result{}, fmt.Errorf("%w: %d: out of range for %v", ErrMalformedReply, v, limit)
 	}
-	remaining := int64(math.Floor(float64(tolerance-reset) / float64(interval)))
+	// A denial's reset may lie beyond the tolerance when the key was spent
+	// under a higher limit than the one now asked for: nothing remains.
+	remaining := max(0, int64(math.Floor(float64(tolerance-reset)/float64(interval))))
 	if !allowed {
 		if int64(n) > int64(limit.Burst) {
 			retry = -1

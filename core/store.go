@@ -53,8 +53,10 @@ func validate(checks []Check, n int) error {
 }
 
 // result builds a Result from the four integers a decision yields, with
-// durations in microseconds.
+// durations in microseconds. Remaining below zero, which a key spent under
+// a higher limit than limit reports, is zero.
 func result(limit Limit, allowed bool, remaining, retryUS, resetUS int64) Result {
+	remaining = max(remaining, 0)
 	retry := time.Duration(retryUS) * time.Microsecond
 	if retryUS < 0 {
 		retry = -1
