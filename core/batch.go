@@ -18,202 +18,295 @@ type pipeliner interface {
 	Pipeline() redis.Pipeliner
 }
 
-// batcher coalesces concurrent script calls into pipelined round trips.
-// While a pipeline slot is free and nothing is queued, a call goes out at
-// once from its own goroutine; calls arriving while every slot is busy wait
-// for the next pipeline, so a lone caller pays no wait and a crowd shares
-// round trips ("natural batching"). maxWait optionally holds a batch open a
-// little longer.
+// batcher coalesces concurrent script calls into pipelined round trips,
+// with no goroutine of its own: a call that finds a pipeline slot free
+// sends the calls queued so far (itself among them) from its own goroutine,
+// and a call that finds every slot busy queues for the next pipeline. When
+// a pipeline returns, its leader answers the calls in it and hands the slot
+// to one of the queued calls, which leads the next pipeline with everything
+// queued by then. A lone caller thus pays no wait and no hand-off, and a
+// crowd shares round trips ("natural batching"). maxWait optionally holds a
+// pipeline open a little longer before it is sent.
 type batcher struct {
 	client   pipeliner
-	direct   redis.Scripter
-	in       chan *batchCall
+	proc     processor // sends a pipeline of one call; nil if the client has none
 	maxBatch int
+	parallel int
 	maxWait  time.Duration
-	inflight chan struct{} // one token per pipeline in flight
-	stop     chan struct{}
-	mu       sync.RWMutex // held shared while enqueueing; close takes it to fence
+
+	mu       sync.Mutex
+	idle     sync.Cond    // signalled, under mu, when inflight drops to 0 after close
+	pending  []*batchCall // calls waiting for a pipeline, oldest first
+	inflight int          // pipelines in flight (slots taken)
 	closed   bool
-	wg       sync.WaitGroup
+	wg       sync.WaitGroup // goroutines that took over a leader's work
 	pool     sync.Pool
 }
 
+// batchCall is one script call through the batcher. The fields up to ctx
+// are set by the caller; the replies by the pipeline's leader, before done
+// is signalled (or, for the leader's own call, on its own goroutine).
 type batchCall struct {
-	ctx    context.Context
-	script *redis.Script
-	keys   [1]string
-	args   [1]any
-	many   []string // keys of a multi-key call (keys unused then)
-	margs  []any
-	reply  any // int64 or string, as the script answers
+	sc   *script
+	args []any // "evalsha", sha, number of keys, keys, arguments
+	one  oneKeyArgs
+	ctx  context.Context
+
+	state  uint8        // guarded by batcher.mu
+	lead   []*batchCall // a batch this call is to lead, set before done
+	cmd    redis.Cmder
+	ireply int64
+	sreply string
 	err    error
-	done   chan struct{}
+	done   chan struct{} // buffered: signalled once with the answer or a batch to lead
 }
 
-func newBatcher(client pipeliner, direct redis.Scripter, maxBatch, parallel int, maxWait time.Duration) *batcher {
+const (
+	callQueued uint8 = iota // in batcher.pending
+	callTaken               // in a batch, answered or led by someone
+)
+
+func newBatcher(client pipeliner, proc processor, maxBatch, parallel int, maxWait time.Duration) *batcher {
 	b := &batcher{
 		client:   client,
-		direct:   direct,
-		in:       make(chan *batchCall, 4*maxBatch),
+		proc:     proc,
 		maxBatch: maxBatch,
+		parallel: parallel,
 		maxWait:  maxWait,
-		inflight: make(chan struct{}, parallel),
-		stop:     make(chan struct{}),
 	}
+	b.idle.L = &b.mu
 	b.pool.New = func() any { return &batchCall{done: make(chan struct{}, 1)} }
-	b.wg.Add(1)
-	go b.run()
 	return b
 }
 
-// do runs one call through the next pipeline and returns its reply.
-func (b *batcher) do(ctx context.Context, script *redis.Script, c *batchCall) (any, error) {
-	select {
-	case <-b.stop:
-		return nil, ErrClosed
-	default:
+// call returns a batchCall for one decision; do recycles it.
+func (b *batcher) call() *batchCall { return b.pool.Get().(*batchCall) }
+
+// oneKey prepares c for sc with one key and a cost of n: the arguments are
+// boxed into c's own array, and a cost of 1 is not sent.
+func (c *batchCall) oneKey(sc *script, key string, n int) {
+	c.sc = sc
+	c.one = oneKeyArgs{"evalsha", sc.sha, 1, key, n}
+	if n == 1 {
+		c.args = c.one[:4]
+	} else {
+		c.args = c.one[:]
 	}
-	// idle: nothing queued and a pipeline slot free, so the call goes out
-	// at once on its own, without a hand-off to the batching goroutine
-	if len(b.in) == 0 {
-		select {
-		case b.inflight <- struct{}{}:
-			keys, args := c.keys[:], c.args[:]
-			if c.many != nil {
-				keys, args = c.many, c.margs
-			}
-			reply, err := script.Run(ctx, b.direct, keys, args...).Result()
-			<-b.inflight
-			*c = batchCall{done: c.done}
-			b.pool.Put(c)
-			return reply, err
-		default:
-		}
-	}
-	c.ctx, c.script = ctx, script
-	b.mu.RLock()
+}
+
+func (b *batcher) recycle(c *batchCall) {
+	*c = batchCall{done: c.done}
+	b.pool.Put(c)
+}
+
+// do runs c through a pipeline and returns its reply: an integer or a
+// string, as c's script answers.
+func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
+	c.ctx = ctx
+	b.mu.Lock()
 	if b.closed {
-		b.mu.RUnlock()
-		return nil, ErrClosed
+		b.mu.Unlock()
+		b.recycle(c)
+		return 0, "", ErrClosed
 	}
-	select {
-	case b.in <- c:
-		b.mu.RUnlock()
-	case <-ctx.Done():
-		b.mu.RUnlock()
-		return nil, ctx.Err()
+	c.state = callQueued
+	b.pending = append(b.pending, c)
+	var batch []*batchCall
+	if b.inflight < b.parallel {
+		b.inflight++
+		if b.maxWait > 0 {
+			b.mu.Unlock()
+			t := time.NewTimer(b.maxWait)
+			<-t.C
+			b.mu.Lock()
+		}
+		batch = b.take()
+	}
+	b.mu.Unlock()
+	if batch != nil {
+		lead := leaderOf(batch)
+		if lead == c {
+			b.lead(batch, c)
+			return b.reply(c)
+		}
+		lead.lead = batch
+		lead.done <- struct{}{}
 	}
 	select {
 	case <-c.done:
-		reply, err := c.reply, c.err
-		*c = batchCall{done: c.done}
-		b.pool.Put(c)
-		return reply, err
 	case <-ctx.Done():
-		// the pipeline still answers into c later; c is not reused
-		return nil, ctx.Err()
-	}
-}
-
-func (b *batcher) call() *batchCall { return b.pool.Get().(*batchCall) }
-
-func (b *batcher) run() {
-	defer b.wg.Done()
-	for {
-		var first *batchCall
-		select {
-		case first = <-b.in:
-		case <-b.stop:
-			b.drain()
-			return
+		b.mu.Lock()
+		if c.state == callQueued {
+			b.remove(c)
+			b.mu.Unlock()
+			b.recycle(c)
+			return 0, "", ctx.Err()
 		}
-		select {
-		case b.inflight <- struct{}{}:
-		case <-b.stop:
-			b.answer([]*batchCall{first}, ErrClosed)
-			b.drain()
-			return
-		}
-		batch := make([]*batchCall, 1, b.maxBatch)
-		batch[0] = first
-		b.collect(&batch)
+		b.mu.Unlock()
+		// c is in a pipeline: a goroutine of its own waits for its
+		// answer, or for the batch it is to lead, and c is not reused
 		b.wg.Add(1)
 		go func() {
 			defer b.wg.Done()
-			b.flush(batch)
-			<-b.inflight
+			<-c.done
+			if c.lead != nil {
+				b.lead(c.lead, c)
+			}
 		}()
+		return 0, "", ctx.Err()
+	}
+	if c.lead != nil {
+		b.lead(c.lead, c)
+	}
+	return b.reply(c)
+}
+
+// reply returns c's answer and recycles c.
+func (b *batcher) reply(c *batchCall) (int64, string, error) {
+	ireply, sreply, err := c.ireply, c.sreply, c.err
+	b.recycle(c)
+	return ireply, sreply, err
+}
+
+// take removes up to maxBatch calls from the front of the queue, under
+// b.mu; nil if none is queued.
+func (b *batcher) take() []*batchCall {
+	n := min(len(b.pending), b.maxBatch)
+	if n == 0 {
+		return nil
+	}
+	batch := make([]*batchCall, n)
+	copy(batch, b.pending)
+	for _, c := range batch {
+		c.state = callTaken
+	}
+	rest := copy(b.pending, b.pending[n:])
+	clear(b.pending[rest:])
+	b.pending = b.pending[:rest]
+	return batch
+}
+
+// remove drops c from the queue, under b.mu.
+func (b *batcher) remove(c *batchCall) {
+	for i, q := range b.pending {
+		if q == c {
+			copy(b.pending[i:], b.pending[i+1:])
+			b.pending[len(b.pending)-1] = nil
+			b.pending = b.pending[:len(b.pending)-1]
+			return
+		}
 	}
 }
 
-// collect adds whatever is queued, and with maxWait what arrives within it,
-// up to maxBatch calls.
-func (b *batcher) collect(batch *[]*batchCall) {
-	var deadline <-chan time.Time
-	if b.maxWait > 0 {
-		t := time.NewTimer(b.maxWait)
-		defer t.Stop()
-		deadline = t.C
+// leaderOf picks the call of batch that leads it: one that cannot be
+// cancelled if any, else one without a deadline, else the one with the
+// latest deadline, so that the leader is the last to give up on the
+// pipeline and returns by its own deadline.
+func leaderOf(batch []*batchCall) *batchCall {
+	best := batch[0]
+	if len(batch) == 1 {
+		return best
 	}
-	for len(*batch) < b.maxBatch {
-		select {
-		case c := <-b.in:
-			*batch = append(*batch, c)
-			continue
-		default:
+	bestD, bestOK := best.ctx.Deadline()
+	for _, c := range batch {
+		if c.ctx.Done() == nil {
+			return c
 		}
-		if deadline == nil {
-			return
+		d, ok := c.ctx.Deadline()
+		if bestOK && (!ok || d.After(bestD)) {
+			best, bestD, bestOK = c, d, ok
 		}
-		select {
-		case c := <-b.in:
-			*batch = append(*batch, c)
-		case <-deadline:
-			return
-		case <-b.stop:
-			return
+	}
+	return best
+}
+
+// lead sends batch, answers every call in it but self (whose answer self's
+// goroutine reads), and passes the slot on to the next batch, if calls
+// are queued, or frees it.
+func (b *batcher) lead(batch []*batchCall, self *batchCall) {
+	b.flush(batch)
+	for _, c := range batch {
+		if c != self {
+			c.done <- struct{}{}
 		}
+	}
+	b.mu.Lock()
+	var next []*batchCall
+	if !b.closed {
+		next = b.take()
+	}
+	if next == nil {
+		b.inflight--
+		if b.closed && b.inflight == 0 {
+			b.idle.Broadcast()
+		}
+	}
+	b.mu.Unlock()
+	if next != nil {
+		lead := leaderOf(next)
+		lead.lead = next
+		lead.done <- struct{}{}
 	}
 }
 
-// flush sends batch in one pipeline; calls answered NOSCRIPT (a server that
-// lost its script cache, or a new Cluster master) go again in a second
-// pipeline by EVAL, which also loads the script on that server.
+// flush sends batch in one pipeline (a lone call by itself), and reads each
+// reply as the integer or string its script answers. Calls answered
+// NOSCRIPT (a server that lost its script cache, or a new Cluster master)
+// go again in a second pipeline by EVAL, which also loads the script on
+// that server.
 func (b *batcher) flush(batch []*batchCall) {
-	ctx := batchContext(batch)
-	defer ctx.cancel()
-	cmds := make([]*redis.Cmd, len(batch))
-	p := b.client.Pipeline()
-	for i, c := range batch {
-		keys, args := c.keys[:], c.args[:]
-		if c.many != nil {
-			keys, args = c.many, c.margs
+	ctx := batch[0].ctx
+	if len(batch) > 1 {
+		cc := batchContext(batch)
+		defer cc.cancel()
+		ctx = cc
+	}
+	b.send(ctx, batch)
+	var retry []*batchCall
+	for _, c := range batch {
+		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+			c.args[0], c.args[1] = "eval", c.sc.src
+			retry = append(retry, c)
 		}
-		cmds[i] = c.script.EvalSha(ctx, p, keys, args...)
+	}
+	if retry != nil {
+		b.send(ctx, retry)
+	}
+	for _, c := range batch {
+		switch cmd := c.cmd.(type) {
+		case *redis.IntCmd:
+			c.ireply, c.err = cmd.Result()
+		case *redis.StringCmd:
+			c.sreply, c.err = cmd.Result()
+		}
+		c.cmd = nil
+	}
+}
+
+// send runs the calls of batch as one pipeline, or a lone call directly.
+func (b *batcher) send(ctx context.Context, batch []*batchCall) {
+	for _, c := range batch {
+		var cmd redis.Cmder
+		if c.sc.intReply {
+			ic := redis.NewIntCmd(ctx, c.args...)
+			ic.SetFirstKeyPos(3)
+			cmd = ic
+		} else {
+			sc := redis.NewStringCmd(ctx, c.args...)
+			sc.SetFirstKeyPos(3)
+			cmd = sc
+		}
+		c.cmd = cmd
+	}
+	if len(batch) == 1 && b.proc != nil {
+		_ = b.proc.Process(ctx, batch[0].cmd)
+		return
+	}
+	p := b.client.Pipeline()
+	for _, c := range batch {
+		_ = p.Process(ctx, c.cmd)
 	}
 	_, _ = p.Exec(ctx)
-	var retry []int
-	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			retry = append(retry, i)
-		}
-	}
-	if len(retry) > 0 {
-		p := b.client.Pipeline()
-		for _, i := range retry {
-			c := batch[i]
-			keys, args := c.keys[:], c.args[:]
-			if c.many != nil {
-				keys, args = c.many, c.margs
-			}
-			cmds[i] = c.script.Eval(ctx, p, keys, args...)
-		}
-		_, _ = p.Exec(ctx)
-	}
-	for i, c := range batch {
-		c.reply, c.err = cmds[i].Result()
-		c.done <- struct{}{}
-	}
 }
 
 type cancelCtx struct {
@@ -240,26 +333,8 @@ func batchContext(batch []*batchCall) cancelCtx {
 	return cancelCtx{ctx, cancel}
 }
 
-func (b *batcher) answer(batch []*batchCall, err error) {
-	for _, c := range batch {
-		c.err = err
-		c.done <- struct{}{}
-	}
-}
-
-// drain answers every queued call after stop.
-func (b *batcher) drain() {
-	for {
-		select {
-		case c := <-b.in:
-			b.answer([]*batchCall{c}, ErrClosed)
-		default:
-			return
-		}
-	}
-}
-
-// close stops the batcher and waits for pipelines in flight.
+// close answers every queued call with ErrClosed, stops handing slots on,
+// and waits for the pipelines in flight.
 func (b *batcher) close() {
 	b.mu.Lock()
 	if b.closed {
@@ -267,8 +342,16 @@ func (b *batcher) close() {
 		return
 	}
 	b.closed = true
+	queued := b.pending
+	b.pending = nil
+	for _, c := range queued {
+		c.state = callTaken
+		c.err = ErrClosed
+		c.done <- struct{}{}
+	}
+	for b.inflight > 0 {
+		b.idle.Wait()
+	}
 	b.mu.Unlock()
-	close(b.stop)
 	b.wg.Wait()
-	b.drain()
 }

@@ -120,7 +120,7 @@ func NewRedisStore(client redis.Scripter, opts ...RedisOption) *RedisStore {
 		if cfg.parallel < 1 {
 			cfg.parallel = 4
 		}
-		s.batch = newBatcher(p, client, cfg.maxBatch, cfg.parallel, cfg.maxWait)
+		s.batch = newBatcher(p, s.proc, cfg.maxBatch, cfg.parallel, cfg.maxWait)
 	}
 	return s
 }
@@ -178,8 +178,8 @@ func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results [
 		switch {
 		case s.batch != nil:
 			c := s.batch.call()
-			c.keys[0], c.args[0] = checks[0].Key, n
-			ireply, sreply, err = sc.split(s.batch.do(ctx, sc.Script, c))
+			c.oneKey(sc, checks[0].Key, n)
+			ireply, sreply, err = s.batch.do(ctx, c)
 		case s.proc != nil:
 			args := &oneKeyArgs{nil, nil, 1, checks[0].Key, n}
 			if n == 1 {
@@ -194,7 +194,7 @@ func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results [
 		}
 	} else {
 		sc = scriptFor(checks)
-		if s.proc != nil && s.batch == nil {
+		if s.proc != nil || s.batch != nil {
 			args := make([]any, 3, 4+5*len(checks))
 			args[2] = len(checks)
 			for i := range checks {
@@ -204,7 +204,14 @@ func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results [
 			for i := range checks {
 				args = append(args, s.scripts(checks[i].Limit).args[:]...)
 			}
-			ireply, sreply, err = s.eval(ctx, sc, args)
+			if s.batch != nil {
+				c := s.batch.call()
+				c.sc, c.args = sc, args
+				args[0], args[1] = "evalsha", sc.sha
+				ireply, sreply, err = s.batch.do(ctx, c)
+			} else {
+				ireply, sreply, err = s.eval(ctx, sc, args)
+			}
 		} else {
 			keys := make([]string, len(checks))
 			args := make([]any, 1, 1+4*len(checks))
@@ -213,13 +220,7 @@ func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results [
 				keys[i] = checks[i].Key
 				args = append(args, s.scripts(checks[i].Limit).args[:]...)
 			}
-			if s.batch != nil {
-				c := s.batch.call()
-				c.many, c.margs = keys, args
-				ireply, sreply, err = sc.split(s.batch.do(ctx, sc.Script, c))
-			} else {
-				ireply, sreply, err = sc.split(sc.Run(ctx, s.client, keys, args...).Result())
-			}
+			ireply, sreply, err = sc.split(sc.Run(ctx, s.client, keys, args...).Result())
 		}
 	}
 	if err != nil {
