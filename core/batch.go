@@ -52,8 +52,9 @@ type batchCall struct {
 	one  oneKeyArgs
 	ctx  context.Context
 
-	state  uint8        // guarded by batcher.mu
-	lead   []*batchCall // a batch this call is to lead, set before done
+	alone  [1]*batchCall // the batch of a call sent on its own
+	state  uint8         // guarded by batcher.mu
+	lead   []*batchCall  // a batch this call is to lead, set before done
 	cmd    redis.Cmder
 	ireply int64
 	sreply string
@@ -109,9 +110,18 @@ func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
 		b.recycle(c)
 		return 0, "", ErrClosed
 	}
+	var batch []*batchCall
+	if b.inflight < b.parallel && len(b.pending) == 0 && b.maxWait == 0 {
+		// idle: c goes out at once, in a pipeline of its own
+		b.inflight++
+		c.state = callTaken
+		b.mu.Unlock()
+		c.alone[0] = c
+		b.lead(c.alone[:], c)
+		return b.reply(c)
+	}
 	c.state = callQueued
 	b.pending = append(b.pending, c)
-	var batch []*batchCall
 	if b.inflight < b.parallel {
 		b.inflight++
 		if b.maxWait > 0 {
@@ -142,10 +152,16 @@ func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
 			b.recycle(c)
 			return 0, "", ctx.Err()
 		}
-		b.mu.Unlock()
+		if b.inflight == 0 {
+			// every pipeline is answered: so is c, and it leads none
+			b.mu.Unlock()
+			return 0, "", ctx.Err()
+		}
 		// c is in a pipeline: a goroutine of its own waits for its
-		// answer, or for the batch it is to lead, and c is not reused
+		// answer, or for the batch it is to lead, and c is not reused.
+		// Added under b.mu while a slot is taken, so before close waits.
 		b.wg.Add(1)
+		b.mu.Unlock()
 		go func() {
 			defer b.wg.Done()
 			<-c.done
@@ -175,7 +191,12 @@ func (b *batcher) take() []*batchCall {
 	if n == 0 {
 		return nil
 	}
-	batch := make([]*batchCall, n)
+	var batch []*batchCall
+	if n == 1 {
+		batch = b.pending[0].alone[:]
+	} else {
+		batch = make([]*batchCall, n)
+	}
 	copy(batch, b.pending)
 	for _, c := range batch {
 		c.state = callTaken

@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -25,7 +26,14 @@ func BenchmarkBatchLatency(b *testing.B) {
 	srv := redistest.StartServer(b)
 	client := srv.Client(b, func(o *redis.Options) { o.PoolSize = 256 })
 	ctx := context.Background()
-	batched := core.NewRedisStore(client, core.WithBatching(0, 0, 0))
+	// RATEKIT_BENCH_BATCHING="maxBatch,parallel" tries other settings
+	var maxBatch, parallel int
+	if v := os.Getenv("RATEKIT_BENCH_BATCHING"); v != "" {
+		if _, err := fmt.Sscanf(v, "%d,%d", &maxBatch, &parallel); err != nil {
+			b.Fatalf("RATEKIT_BENCH_BATCHING=%q: %v", v, err)
+		}
+	}
+	batched := core.NewRedisStore(client, core.WithBatching(maxBatch, parallel, 0))
 	b.Cleanup(func() { batched.Close() })
 	limit := core.PerSecond(100_000)
 	bare := redis.NewScript("local c = redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return c")

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -95,5 +96,39 @@ func TestBatchingClose(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// TestBatchingContextEnds sends calls whose contexts end while they queue,
+// while their pipeline is in flight, or before they start: each returns
+// its answer or its context's error, the calls after them still get
+// answers, and Close leaves no goroutine behind.
+func TestBatchingContextEnds(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	s := core.NewRedisStore(c, core.WithBatching(8, 2, 0))
+	limit := core.PerHour(1_000_000)
+	var wg sync.WaitGroup
+	for i := range 128 {
+		wg.Go(func() {
+			key := uniqueKey(t, "ctx")
+			for j := range 20 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration((i+j)%7)*50*time.Microsecond)
+				_, err := s.Allow(ctx, key, limit)
+				cancel()
+				if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+					t.Errorf("err = %v, want nil or the context's error", err)
+					return
+				}
+			}
+			if _, err := s.Allow(context.Background(), key, limit); err != nil {
+				t.Errorf("after the ended contexts: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
