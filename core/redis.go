@@ -48,7 +48,8 @@ type redisConfig struct {
 // callers it gains little. The client must have a Pipeline method
 // (*redis.Client, *redis.ClusterClient and *redis.Ring do); a Cluster
 // pipeline is split by node. Calls answered NOSCRIPT are sent again by EVAL.
-// A batching store runs a goroutine: call [RedisStore.Close] to stop it.
+// Call [RedisStore.Close] when done: it fails calls still queued with
+// [ErrClosed] and waits for pipelines in flight.
 //
 // Defaults when zero: maxBatch 128, parallel 4.
 func WithBatching(maxBatch, parallel int, maxWait time.Duration) RedisOption {
@@ -125,7 +126,7 @@ func NewRedisStore(client redis.Scripter, opts ...RedisOption) *RedisStore {
 	return s
 }
 
-// Close stops a batching store's goroutine and waits for pipelines in
+// Close fails a batching store's queued calls and waits for pipelines in
 // flight; later calls fail with [ErrClosed]. It never closes the client. A
 // store without batching has nothing to close.
 func (s *RedisStore) Close() error {
