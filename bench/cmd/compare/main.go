@@ -221,7 +221,7 @@ func compare(o options) (err error) {
 			return fmt.Errorf("reading the end-to-end section to keep: %w", err)
 		}
 	}
-	rep.redisVersion = redisVersion(ctx, client)
+	rep.redisVersion = redisproc.Version(ctx, client)
 
 	cs := contenders()
 	if err := selfCheck(ctx, client, cs); err != nil {
@@ -294,17 +294,4 @@ func selfCheck(ctx context.Context, client *redis.Client, cs []contender) error 
 		}
 	}
 	return nil
-}
-
-func redisVersion(ctx context.Context, client *redis.Client) string {
-	info, err := client.Info(ctx, "server").Result()
-	if err != nil {
-		return "unknown"
-	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			return v
-		}
-	}
-	return "unknown"
 }

@@ -175,7 +175,7 @@ func e2e(ctx context.Context, o options) (err error) {
 	stats := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
 	defer stats.Close()
 
-	rep := &report{opts: o, started: started, wrkVersion: wrkVersion(), redisVersion: redisVersion(ctx, stats)}
+	rep := &report{opts: o, started: started, wrkVersion: wrkVersion(), redisVersion: redisproc.Version(ctx, stats)}
 	for _, fw := range o.frameworks {
 		res, err := measureFramework(ctx, o, fw, bins[fw], srv, stats, tmp)
 		if err != nil {
@@ -404,17 +404,4 @@ func parseScriptStats(info string) (calls int64, spent time.Duration) {
 		}
 	}
 	return calls, spent
-}
-
-func redisVersion(ctx context.Context, c *redis.Client) string {
-	info, err := c.Info(ctx, "server").Result()
-	if err != nil {
-		return "unknown"
-	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			return v
-		}
-	}
-	return "unknown"
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -140,4 +141,19 @@ func Tail(b []byte, n int) []byte {
 		}
 	}
 	return b
+}
+
+// Version returns the version a Redis server reports in INFO server, or
+// "unknown".
+func Version(ctx context.Context, client *redis.Client) string {
+	info, err := client.Info(ctx, "server").Result()
+	if err != nil {
+		return "unknown"
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return "unknown"
 }
