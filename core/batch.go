@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -33,6 +34,10 @@ type batcher struct {
 	maxBatch int
 	parallel int
 	maxWait  time.Duration
+	// oneServer is set when every key is on one server, so that calls
+	// of one many-capable script may share a script call whatever their
+	// keys; otherwise only calls whose keys share a hash tag do.
+	oneServer bool
 
 	mu       sync.Mutex
 	idle     sync.Cond    // signalled, under mu, when inflight drops to 0 after close
@@ -53,6 +58,7 @@ type batchCall struct {
 	ctx  context.Context
 
 	alone  [1]*batchCall // the batch of a call sent on its own
+	merged *mergedCall   // the script call deciding c with others, if any
 	state  uint8         // guarded by batcher.mu
 	lead   []*batchCall  // a batch this call is to lead, set before done
 	cmd    redis.Cmder
@@ -67,13 +73,14 @@ const (
 	callTaken               // in a batch, answered or led by someone
 )
 
-func newBatcher(client pipeliner, proc processor, maxBatch, parallel int, maxWait time.Duration) *batcher {
+func newBatcher(client pipeliner, proc processor, maxBatch, parallel int, maxWait time.Duration, oneServer bool) *batcher {
 	b := &batcher{
-		client:   client,
-		proc:     proc,
-		maxBatch: maxBatch,
-		parallel: parallel,
-		maxWait:  maxWait,
+		client:    client,
+		proc:      proc,
+		maxBatch:  maxBatch,
+		parallel:  parallel,
+		maxWait:   maxWait,
+		oneServer: oneServer,
 	}
 	b.idle.L = &b.mu
 	b.pool.New = func() any { return &batchCall{done: make(chan struct{}, 1)} }
@@ -271,29 +278,60 @@ func (b *batcher) lead(batch []*batchCall, self *batchCall) {
 }
 
 // flush sends batch in one pipeline (a lone call by itself), and reads each
-// reply as the integer or string its script answers. Calls answered
-// NOSCRIPT (a server that lost its script cache, or a new Cluster master)
-// go again in a second pipeline by EVAL, which also loads the script on
-// that server.
+// reply as the integer or string its script answers. Calls that can share
+// a script call (see merge) go as one. Commands answered NOSCRIPT (a server
+// that lost its script cache, or a new Cluster master) go again in a second
+// pipeline by EVAL, which also loads the script on that server.
 func (b *batcher) flush(batch []*batchCall) {
 	ctx := batch[0].ctx
+	var merged []*mergedCall
 	if len(batch) > 1 {
 		cc := batchContext(batch)
 		defer cc.cancel()
 		ctx = cc
+		merged = b.merge(batch)
 	}
-	b.send(ctx, batch)
-	var retry []*batchCall
+	if len(batch) == 1 && b.proc != nil {
+		c := batch[0]
+		c.cmd = newScriptCmd(ctx, c.sc, c.args)
+		_ = b.proc.Process(ctx, c.cmd)
+	} else {
+		cmds := make([]redis.Cmder, 0, len(batch))
+		for _, c := range batch {
+			switch m := c.merged; {
+			case m == nil:
+				c.cmd = newScriptCmd(ctx, c.sc, c.args)
+				cmds = append(cmds, c.cmd)
+			case m.calls[0] == c:
+				// the group goes out where its first call stood
+				m.cmd = newScriptCmd(ctx, m.sc, m.args)
+				cmds = append(cmds, m.cmd)
+			}
+		}
+		b.exec(ctx, cmds)
+	}
+	var retry []redis.Cmder
 	for _, c := range batch {
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+		if c.merged == nil && redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
 			c.args[0], c.args[1] = "eval", c.sc.src
-			retry = append(retry, c)
+			c.cmd = newScriptCmd(ctx, c.sc, c.args)
+			retry = append(retry, c.cmd)
+		}
+	}
+	for _, m := range merged {
+		if redis.HasErrorPrefix(m.cmd.Err(), "NOSCRIPT") {
+			m.args[0], m.args[1] = "eval", m.sc.src
+			m.cmd = newScriptCmd(ctx, m.sc, m.args)
+			retry = append(retry, m.cmd)
 		}
 	}
 	if retry != nil {
-		b.send(ctx, retry)
+		b.exec(ctx, retry)
 	}
 	for _, c := range batch {
+		if c.merged != nil {
+			continue
+		}
 		switch cmd := c.cmd.(type) {
 		case *redis.IntCmd:
 			c.ireply, c.err = cmd.Result()
@@ -302,32 +340,127 @@ func (b *batcher) flush(batch []*batchCall) {
 		}
 		c.cmd = nil
 	}
+	for _, m := range merged {
+		m.answer()
+	}
 }
 
-// send runs the calls of batch as one pipeline, or a lone call directly.
-func (b *batcher) send(ctx context.Context, batch []*batchCall) {
-	for _, c := range batch {
-		var cmd redis.Cmder
-		if c.sc.intReply {
-			ic := redis.NewIntCmd(ctx, c.args...)
-			ic.SetFirstKeyPos(3)
-			cmd = ic
-		} else {
-			sc := redis.NewStringCmd(ctx, c.args...)
-			sc.SetFirstKeyPos(3)
-			cmd = sc
-		}
-		c.cmd = cmd
-	}
-	if len(batch) == 1 && b.proc != nil {
-		_ = b.proc.Process(ctx, batch[0].cmd)
+// exec runs cmds as one pipeline, or a lone command directly.
+func (b *batcher) exec(ctx context.Context, cmds []redis.Cmder) {
+	if len(cmds) == 1 && b.proc != nil {
+		_ = b.proc.Process(ctx, cmds[0])
 		return
 	}
 	p := b.client.Pipeline()
-	for _, c := range batch {
-		_ = p.Process(ctx, c.cmd)
+	for _, cmd := range cmds {
+		_ = p.Process(ctx, cmd)
 	}
 	_, _ = p.Exec(ctx)
+}
+
+// newScriptCmd returns the command that runs sc with args ("evalsha" or
+// "eval", the script, the number of keys, keys, arguments), reading the
+// reply as sc answers it.
+func newScriptCmd(ctx context.Context, sc *script, args []any) redis.Cmder {
+	var cmd interface {
+		redis.Cmder
+		SetFirstKeyPos(int8)
+	}
+	switch {
+	case sc.manyReply:
+		cmd = redis.NewIntSliceCmd(ctx, args...)
+	case sc.intReply:
+		cmd = redis.NewIntCmd(ctx, args...)
+	default:
+		cmd = redis.NewStringCmd(ctx, args...)
+	}
+	cmd.SetFirstKeyPos(3)
+	return cmd
+}
+
+// mergedCall is one script call that decides several calls of a batch:
+// calls of one one-key script, run through its many variant.
+type mergedCall struct {
+	sc    *script // the many script
+	calls []*batchCall
+	args  []any // "evalsha", sha, len(calls), keys, and costs unless all are 1
+	cmd   redis.Cmder
+}
+
+// merge finds the calls of batch that can share a script call: calls of one
+// script that has a many variant, whose keys are on one server, or share
+// a hash tag (and so a Cluster slot). It gives each group of two or more a
+// mergedCall, in order of their first calls, and returns them.
+func (b *batcher) merge(batch []*batchCall) []*mergedCall {
+	type groupKey struct {
+		sc  *script
+		tag string
+	}
+	var (
+		groups map[groupKey]*mergedCall
+		order  []*mergedCall
+	)
+	for _, c := range batch {
+		if c.sc.many == nil {
+			continue
+		}
+		gk := groupKey{sc: c.sc}
+		if !b.oneServer {
+			gk.tag = hashTag(c.args[3].(string))
+		}
+		if groups == nil {
+			groups = make(map[groupKey]*mergedCall)
+		}
+		m := groups[gk]
+		if m == nil {
+			m = &mergedCall{sc: c.sc.many}
+			groups[gk] = m
+			order = append(order, m)
+		}
+		m.calls = append(m.calls, c)
+	}
+	merged := order[:0]
+	for _, m := range order {
+		if len(m.calls) < 2 {
+			continue
+		}
+		costs := false
+		for _, c := range m.calls {
+			costs = costs || len(c.args) > 4
+		}
+		m.args = make([]any, 3, 3+2*len(m.calls))
+		m.args[0], m.args[1], m.args[2] = "evalsha", m.sc.sha, len(m.calls)
+		for _, c := range m.calls {
+			m.args = append(m.args, c.args[3])
+			c.merged = m
+		}
+		if costs {
+			for _, c := range m.calls {
+				if len(c.args) > 4 {
+					m.args = append(m.args, c.args[4])
+				} else {
+					m.args = append(m.args, 1)
+				}
+			}
+		}
+		merged = append(merged, m)
+	}
+	return merged
+}
+
+// answer hands each call of m its reply from m's.
+func (m *mergedCall) answer() {
+	replies, err := m.cmd.(*redis.IntSliceCmd).Result()
+	if err == nil && len(replies) != len(m.calls) {
+		err = fmt.Errorf("%w: %d replies for %d calls", ErrMalformedReply, len(replies), len(m.calls))
+	}
+	for i, c := range m.calls {
+		if err != nil {
+			c.err = err
+		} else {
+			c.ireply = replies[i]
+		}
+	}
 }
 
 type cancelCtx struct {

@@ -3,11 +3,13 @@ package core_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/ratekit/ratekit/core"
@@ -130,5 +132,130 @@ func TestBatchingContextEnds(t *testing.T) {
 	wg.Wait()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBatchingMerged holds pipelines open so that calls of one GCRA limit
+// share script calls (all of them on one server, those of one identity on
+// a Cluster), mixed with costs above 1, costs above the burst, and calls
+// of another algorithm that cannot share. Each identity's allowed calls
+// must chain, Remaining after one plus the next one's cost giving the
+// Remaining before it, from the burst down: every call saw the state the
+// one before it left, none was lost or decided twice.
+func TestBatchingMerged(t *testing.T) {
+	srv := redistest.StartServer(t)
+	cl := redistest.StartCluster(t, 3)
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+	}{{"standalone", srv.Client(t)}, {"cluster", cl.Client(t)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var merged atomic.Int64
+			tc.client.AddHook(countMerged{&merged})
+			s := core.NewRedisStore(tc.client, core.WithBatching(64, 1, 2*time.Millisecond))
+			defer s.Close()
+			const burst, ids = 20, 4
+			gcra := core.PerHour(burst)
+			fixed := core.PerHour(burst).WithAlgorithm(core.FixedWindow)
+			var gkeys, fkeys [ids]string
+			for i := range ids {
+				gkeys[i] = uniqueKey(t, "merged-gcra")
+				fkeys[i] = uniqueKey(t, "merged-fixed")
+			}
+			type allowed struct{ cost, remaining int }
+			var (
+				mu       sync.Mutex
+				got      [ids][]allowed
+				fixedUse [ids]int
+				wg       sync.WaitGroup
+			)
+			ctx := context.Background()
+			for g := range 64 {
+				wg.Go(func() {
+					id := g % ids
+					for j := range 4 {
+						cost := 1 + (g+j)%2
+						if g%16 == 5 && j == 0 {
+							cost = burst + 1
+						}
+						r, err := s.AllowN(ctx, gkeys[id], gcra, cost)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if cost > burst && (r.Allowed || !r.Never()) {
+							t.Errorf("cost %d over burst %d: %+v, want denied, never", cost, burst, r)
+						}
+						f, err := s.AllowN(ctx, fkeys[id], fixed, 1)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						if r.Allowed {
+							got[id] = append(got[id], allowed{cost, r.Remaining})
+						}
+						if f.Allowed {
+							fixedUse[id]++
+						}
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			t.Logf("merged script calls: %d", merged.Load())
+			if merged.Load() == 0 {
+				t.Fatal("no calls shared a script call: the fixture does not test merging")
+			}
+			for id := range ids {
+				calls := got[id]
+				slices.SortFunc(calls, func(a, b allowed) int { return b.remaining - a.remaining })
+				left := burst
+				for _, c := range calls {
+					if c.remaining != left-c.cost {
+						t.Fatalf("identity %d: allowed calls %v do not chain down from %d", id, calls, burst)
+					}
+					left = c.remaining
+				}
+				if left > 1 {
+					t.Errorf("identity %d: %d units left unspent under a demand of about 90", id, left)
+				}
+				if fixedUse[id] != burst {
+					t.Errorf("identity %d: fixed window admitted %d of 64 calls, want %d", id, fixedUse[id], burst)
+				}
+				for _, k := range []string{gkeys[id], fkeys[id]} {
+					if ttl, err := tc.client.PTTL(ctx, k).Result(); err != nil || ttl < 0 {
+						t.Errorf("PTTL %s = %v, %v: want an expiry", k, ttl, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// countMerged counts the script calls that decide more than one call.
+type countMerged struct{ n *atomic.Int64 }
+
+func (h countMerged) count(cmd redis.Cmder) {
+	if a := cmd.Args(); len(a) > 3 && (a[0] == "evalsha" || a[0] == "eval") && a[2] != 1 {
+		h.n.Add(1)
+	}
+}
+
+func (countMerged) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h countMerged) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h countMerged) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
 	}
 }

@@ -42,12 +42,20 @@ type redisConfig struct {
 // of its own; maxWait > 0 holds each pipeline open up to that long for more
 // calls, trading latency for fewer round trips.
 //
+// One-key GCRA calls of one limit that share a pipeline are decided by one
+// script call, in the order they queued, as if each had run alone at the
+// same instant: Redis then reads its clock once, reads all their keys with
+// one MGET and writes each key once. Through a *redis.Client (one server,
+// or a Sentinel-watched master) any keys share a script call; through a
+// Cluster or Ring client, only keys with one hash tag (one identity's keys,
+// see [Key]) do. Other calls go in the pipeline one command each.
+//
 // Use it when many goroutines decide at once (dozens or more in flight):
-// the same Redis then serves several times the decisions per second, since
-// it parses one pipeline instead of many requests. With few concurrent
-// callers it gains little. The client must have a Pipeline method
-// (*redis.Client, *redis.ClusterClient and *redis.Ring do); a Cluster
-// pipeline is split by node. Calls answered NOSCRIPT are sent again by EVAL.
+// the same Redis then serves several times the decisions per second. With
+// few concurrent callers it gains little. The client must have a Pipeline
+// method (*redis.Client, *redis.ClusterClient and *redis.Ring do); a
+// Cluster pipeline is split by node. Commands answered NOSCRIPT are sent
+// again by EVAL.
 // Call [RedisStore.Close] when done: it fails calls still queued with
 // [ErrClosed] and waits for pipelines in flight.
 //
@@ -70,8 +78,13 @@ type limitScripts struct {
 // script is a Lua script with its EVALSHA and EVAL arguments boxed once.
 type script struct {
 	*redis.Script
-	sha, src any
-	intReply bool // one integer (GCRA's single script), else one string
+	sha, src  any
+	intReply  bool // one integer (GCRA's single script), else one string
+	manyReply bool // an array of integers (a many script)
+	// many decides several calls of this one-key script in one script
+	// call, answering an array of integers; nil if the algorithm has no
+	// such script or the store does not batch.
+	many *script
 }
 
 func newScript(src string, intReply bool) *script {
@@ -121,7 +134,11 @@ func NewRedisStore(client redis.Scripter, opts ...RedisOption) *RedisStore {
 		if cfg.parallel < 1 {
 			cfg.parallel = 4
 		}
-		s.batch = newBatcher(p, s.proc, cfg.maxBatch, cfg.parallel, cfg.maxWait)
+		// a plain client talks to one server (or one Sentinel-watched
+		// master), where a script may take keys of any slots; other clients
+		// shard by hash tag, so only keys sharing one may share a script
+		_, oneServer := client.(*redis.Client)
+		s.batch = newBatcher(p, s.proc, cfg.maxBatch, cfg.parallel, cfg.maxWait, oneServer)
 	}
 	return s
 }
@@ -298,6 +315,12 @@ func (s *RedisStore) scripts(limit Limit) *limitScripts {
 		return ls // too many distinct limits: generic scripts, nothing cached
 	}
 	ls.single = newScript(singleSource(limit), limit.Algorithm == GCRA)
+	if s.batch != nil {
+		if src := manySource(limit); src != "" {
+			ls.single.many = newScript(src, false)
+			ls.single.many.manyReply = true
+		}
+	}
 	v, _ := s.limits.LoadOrStore(limit, ls)
 	return v.(*limitScripts)
 }

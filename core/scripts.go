@@ -39,10 +39,7 @@ func scriptSource(algs ...Algorithm) string {
 func singleSource(limit Limit) string {
 	switch limit.Algorithm {
 	case GCRA:
-		interval := limit.interval()
-		return fmt.Sprintf("local interval, tolerance, burst = %d, %d, %d\n",
-			interval, interval*int64(limit.Burst), limit.Burst) +
-			readScript("gcra_single.lua")
+		return gcraConstants(limit) + readScript("gcra_single.lua")
 	case FixedWindow:
 		return fmt.Sprintf("local rate, period = %d, %d\n", limit.Rate, limit.Period.Microseconds()) +
 			readScript("fixed_single.lua")
@@ -52,6 +49,25 @@ func singleSource(limit Limit) string {
 		fmt.Sprintf("local check, commit, rate, period, burst = %s_check, %s_commit, %d, %d, %d\n",
 			name, name, limit.Rate, limit.Period.Microseconds(), limit.Burst) +
 		readScript("single.lua")
+}
+
+// manySource assembles the script that decides several one-key calls under
+// limit in one script call, for a batching store, or "" if limit's
+// algorithm has none: gcra_many.lua, for GCRA.
+func manySource(limit Limit) string {
+	if limit.Algorithm != GCRA {
+		return ""
+	}
+	return gcraConstants(limit) + readScript("gcra_many.lua")
+}
+
+// gcraConstants is the line that binds a GCRA limit's parameters for
+// gcra_single.lua and gcra_many.lua: the interval (ceil(period/rate) µs),
+// the tolerance (burst * interval µs) and the burst.
+func gcraConstants(limit Limit) string {
+	interval := limit.interval()
+	return fmt.Sprintf("local interval, tolerance, burst = %d, %d, %d\n",
+		interval, interval*int64(limit.Burst), limit.Burst)
 }
 
 func readScript(name string) string {

@@ -1,0 +1,53 @@
+-- gcra_many: decides several one-key GCRA calls under one limit in one
+-- script call, in order, as if each had run gcra_single.lua at the same
+-- instant: a batching store sends the calls of one pipeline this way, so
+-- that Redis pays a script's fixed cost and TIME once per pipeline rather
+-- than once per call. A key named twice is written once, its state carried
+-- from one call to the next. Loaded after the same line
+-- as gcra_single.lua, binding interval, tolerance and burst.
+--
+-- KEYS[i]: the key of call i (a key may repeat), holding the TAT in integer
+--   µs as in gcra_single.lua.
+-- ARGV[i]: the cost of call i (integer >= 1); ARGV empty when every cost
+--   is 1.
+-- Reply: an array of integers, one per call, each as gcra_single.lua
+--   answers: reset-after µs if allowed, else -1 - reset-after µs.
+
+local t = redis.call('TIME')
+local now = t[1] * 1000000 + t[2]
+-- one MGET reads every key, repeats included, for less than a GET each
+local vals = redis.call('MGET', unpack(KEYS))
+local out = {}
+local tats = {}  -- key -> its TAT after the calls so far
+local moved = {} -- key -> true once an allowed call moved its TAT
+local writes = {} -- keys to write, in the order first moved
+for i = 1, #KEYS do
+  local k = KEYS[i]
+  local n = ARGV[i]
+  n = n and n + 0 or 1
+  local tat = tats[k]
+  if not tat then
+    local v = vals[i]
+    tat = v and tonumber(v) or now
+  end
+  if tat < now then tat = now end
+  local new_tat = tat + n * interval
+  if n > burst or new_tat - now > tolerance then
+    out[i] = now - tat - 1
+    tats[k] = tat
+  else
+    if not moved[k] then
+      moved[k] = true
+      writes[#writes + 1] = k
+    end
+    tats[k] = new_tat
+    out[i] = new_tat - now
+  end
+end
+for j = 1, #writes do
+  local k = writes[j]
+  local tat = tats[k]
+  redis.call('SET', k, string.format('%d', tat), 'PX',
+    string.format('%d', math.ceil((tat - now) / 1000)))
+end
+return out
