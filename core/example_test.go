@@ -129,3 +129,23 @@ func ExampleLimit_String() {
 	// 1000 per 1h0m0s (sliding-log)
 	// ratekit: invalid limit: rate 0 out of range [1, 1073741824]
 }
+
+// A LeasingStore over a shared store: a hot key takes its units in leases
+// of 1/64 of the limit by default, so per window replicas together admit
+// at most limit + (lease size − 1) × replicas.
+func ExampleLeasingStore_LeaseSize() {
+	shared := core.NewMemoryStore() // in production, a RedisStore
+	defer shared.Close()
+	store := core.NewLeasingStore(shared)
+	defer store.Close()
+
+	const replicas = 4
+	for _, limit := range []core.Limit{core.PerSecond(100), core.PerMinute(6400), core.PerSecond(1_000_000)} {
+		size := store.LeaseSize(limit)
+		fmt.Printf("%v: leases of %d, at most %d per window\n", limit, size, limit.Capacity()+(size-1)*replicas)
+	}
+	// Output:
+	// 100 per 1s (gcra, burst 100): leases of 1, at most 100 per window
+	// 6400 per 1m0s (gcra, burst 6400): leases of 100, at most 6796 per window
+	// 1000000 per 1s (gcra, burst 1000000): leases of 1024, at most 1004092 per window
+}

@@ -20,8 +20,11 @@ import (
 //
 //	limit + (lease size − 1) × replicas
 //
-// and never less than the limit minus what leases let expire unspent. Use
-// it for keys so hot that the shared store's round trips are the cost that
+// and never less than the limit minus what leases let expire unspent. The
+// lease size is [LeasingStore.LeaseSize]: by default 1/64 of the limit's
+// capacity (at most 1024), so that each replica overshoots by less than
+// 1/64 of the limit, and a limit below 128 is not leased at all. Use it for
+// keys so hot that the shared store's round trips are the cost that
 // matters; leave it off where each unit must be exact.
 //
 // Only single-key calls ([LeasingStore.AllowN]) are leased; AllowAllN
@@ -29,7 +32,7 @@ import (
 // release its cache.
 type LeasingStore struct {
 	inner   Store
-	size    int
+	size    int // most units a lease takes; 0 for LeaseSize's default
 	hold    time.Duration
 	now     func() time.Time
 	leases  *otter.Cache[leaseKey, *lease]
@@ -62,10 +65,33 @@ type lease struct {
 // LeaseOption configures a [LeasingStore].
 type LeaseOption func(*LeasingStore)
 
-// WithLeaseSize sets the most units one lease takes, 16 by default. A lease
-// takes no more than the key's demand in the previous hold interval and no
-// more than the limit's capacity.
+// WithLeaseSize sets the most units one lease takes, whatever the limit, in
+// place of the default of 1/64 of the limit's capacity (see
+// [LeasingStore.LeaseSize]). A lease takes no more than the key's demand in
+// the previous hold interval and no more than the limit's capacity. n below
+// 1 is taken as 1, which leases nothing.
 func WithLeaseSize(n int) LeaseOption { return func(s *LeasingStore) { s.size = max(1, n) } }
+
+const (
+	// leaseShare is the default lease size as a fraction of the limit's
+	// capacity: 1/leaseShare.
+	leaseShare = 64
+	// maxAutoLease caps the default lease size: past it a hot key's round
+	// trips are already rare next to its local decisions.
+	maxAutoLease = 1024
+)
+
+// LeaseSize returns the most units one lease takes under limit: the size
+// set by [WithLeaseSize], capped by the limit's capacity, or by default
+// capacity/64, at least 1 and at most 1024. A size of 1 means every
+// decision under limit goes to the shared store. Per window, replicas
+// together admit at most limit + (LeaseSize − 1) × replicas.
+func (s *LeasingStore) LeaseSize(limit Limit) int {
+	if s.size > 0 {
+		return min(s.size, limit.Capacity())
+	}
+	return min(max(1, limit.Capacity()/leaseShare), maxAutoLease)
+}
 
 // WithLeaseHold sets how long leased units may be spent, 100ms by default.
 // A key counts as hot when it saw at least two decisions in the previous
@@ -89,7 +115,7 @@ func NewLeasingStore(inner Store, opts ...LeaseOption) *LeasingStore {
 	if inner == nil {
 		panic("ratekit: NewLeasingStore: nil store")
 	}
-	s := &LeasingStore{inner: inner, size: 16, hold: 100 * time.Millisecond, now: time.Now, maxKeys: 1 << 16}
+	s := &LeasingStore{inner: inner, hold: 100 * time.Millisecond, now: time.Now, maxKeys: 1 << 16}
 	for _, o := range opts {
 		o(s)
 	}
@@ -141,7 +167,7 @@ func (s *LeasingStore) AllowN(ctx context.Context, key string, limit Limit, n in
 	}
 	want := n
 	if l.prev >= 2 {
-		want = min(max(n, min(s.size, l.prev)), limit.Capacity())
+		want = min(max(n, min(s.LeaseSize(limit), l.prev)), limit.Capacity())
 	}
 	res, err := s.inner.AllowN(ctx, key, limit, want)
 	if err != nil {

@@ -11,63 +11,156 @@ import (
 // TestLeasingBound runs four replicas, each with its own LeasingStore over
 // one shared store and one clock, at a steady crowd of decisions on one key.
 // Per fixed window the total admitted stays within
-// limit + (lease size − 1) × replicas, and not far below the limit.
+// limit + (lease size − 1) × replicas, and not far below the limit: with a
+// lease size set, and with the default of 1/64 of the limit.
 func TestLeasingBound(t *testing.T) {
-	const (
-		replicas = 4
-		size     = 8
-		limit    = 100
-	)
-	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	shared := core.NewMemoryStore(core.WithClock(clock.Now))
-	defer shared.Close()
-	var stores []*core.LeasingStore
-	for range replicas {
-		s := core.NewLeasingStore(shared, core.WithLeaseSize(size), core.WithLeaseHold(100*time.Millisecond), core.WithLeaseClock(clock.Now))
-		defer s.Close()
-		stores = append(stores, s)
-	}
-	l := core.PerSecond(limit).WithAlgorithm(core.FixedWindow)
-	ctx := context.Background()
-	for _, crowd := range []struct {
+	const replicas = 4
+	type crowd struct {
 		name  string
 		every int // each replica decides once every this many ms...
 		burst int // ...this many times
-	}{{"dense", 1, 3}, {"near the limit", 36, 1}} {
-		t.Run(crowd.name, func(t *testing.T) {
-			admitted := map[int64]int{} // window (second) → units admitted
-			calls := 0
-			for step := range 5000 { // 5 s in 1 ms steps
-				for i, s := range stores {
-					if (step+i*2)%crowd.every != 0 {
-						continue
-					}
-					for range crowd.burst {
-						r, err := s.Allow(ctx, "rk:hot:{ip:192.0.2.1}", l)
-						if err != nil {
-							t.Fatal(err)
-						}
-						calls++
-						if r.Allowed {
-							admitted[clock.Now().Unix()]++
-						}
-					}
-				}
-				clock.Add(time.Millisecond)
+	}
+	for _, tc := range []struct {
+		name   string
+		opts   []core.LeaseOption
+		limit  int
+		size   int // the lease size the store must report
+		crowds []crowd
+	}{
+		{"size 8", []core.LeaseOption{core.WithLeaseSize(8)}, 100, 8,
+			[]crowd{{"dense", 1, 3}, {"near the limit", 36, 1}}},
+		{"default size", nil, 6400, 100,
+			[]crowd{{"dense", 1, 8}, {"near the limit", 1, 2}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+			shared := core.NewMemoryStore(core.WithClock(clock.Now))
+			defer shared.Close()
+			var stores []*core.LeasingStore
+			for range replicas {
+				opts := append([]core.LeaseOption{core.WithLeaseHold(100 * time.Millisecond), core.WithLeaseClock(clock.Now)}, tc.opts...)
+				s := core.NewLeasingStore(shared, opts...)
+				defer s.Close()
+				stores = append(stores, s)
 			}
-			bound := limit + (size-1)*replicas
-			for w, n := range admitted {
-				if n > bound {
-					t.Errorf("window %d: admitted %d, bound %d", w, n, bound)
-				}
-				if n < limit-size*replicas {
-					t.Errorf("window %d: admitted only %d of %d", w, n, limit)
-				}
+			l := core.PerSecond(tc.limit).WithAlgorithm(core.FixedWindow)
+			if got := stores[0].LeaseSize(l); got != tc.size {
+				t.Fatalf("LeaseSize(%v) = %d, want %d", l, got, tc.size)
 			}
-			t.Logf("%d calls, admitted per window: %v (bound %d)", calls, admitted, bound)
+			ctx := context.Background()
+			for _, crowd := range tc.crowds {
+				t.Run(crowd.name, func(t *testing.T) {
+					admitted := map[int64]int{} // window (second) → units admitted
+					calls := 0
+					for step := range 5000 { // 5 s in 1 ms steps
+						for i, s := range stores {
+							if (step+i*2)%crowd.every != 0 {
+								continue
+							}
+							for range crowd.burst {
+								r, err := s.Allow(ctx, "rk:hot:{ip:192.0.2.1}", l)
+								if err != nil {
+									t.Fatal(err)
+								}
+								calls++
+								if r.Allowed {
+									admitted[clock.Now().Unix()]++
+								}
+							}
+						}
+						clock.Add(time.Millisecond)
+					}
+					bound := tc.limit + (tc.size-1)*replicas
+					for w, n := range admitted {
+						if n > bound {
+							t.Errorf("window %d: admitted %d, bound %d", w, n, bound)
+						}
+						if n < tc.limit-tc.size*replicas {
+							t.Errorf("window %d: admitted only %d of %d", w, n, tc.limit)
+						}
+					}
+					t.Logf("%d calls, admitted per window: %v (bound %d)", calls, admitted, bound)
+				})
+			}
 		})
 	}
 }
+
+// TestLeaseSize checks the lease size the store reports and takes: 1/64 of
+// the limit's capacity by default, at most 1024, 1 (no lease) under 128,
+// and a set size capped by the capacity; a hot key's leases come to that
+// size, and a limit too small to lease sends every unit to the shared
+// store.
+func TestLeaseSize(t *testing.T) {
+	def := core.NewLeasingStore(core.NewMemoryStore())
+	set := core.NewLeasingStore(core.NewMemoryStore(), core.WithLeaseSize(16))
+	for _, tc := range []struct {
+		store *core.LeasingStore
+		limit core.Limit
+		want  int
+	}{
+		{def, core.PerSecond(6400), 100},
+		{def, core.PerMinute(1000), 15},
+		{def, core.PerSecond(127), 1},
+		{def, core.PerSecond(10).WithBurst(640), 10},
+		{def, core.PerSecond(core.MaxRate), 1024},
+		{set, core.PerSecond(6400), 16},
+		{set, core.PerSecond(10), 10},
+	} {
+		if got := tc.store.LeaseSize(tc.limit); got != tc.want {
+			t.Errorf("LeaseSize(%v) = %d, want %d", tc.limit, got, tc.want)
+		}
+	}
+	def.Close()
+	set.Close()
+
+	for _, tc := range []struct {
+		limit    core.Limit
+		every    time.Duration // one decision this often: hot, within the limit
+		wantMost int
+	}{{core.PerSecond(6400), 250 * time.Microsecond, 100}, {core.PerSecond(127), 10 * time.Millisecond, 1}} {
+		clock := &fakeClock{now: start}
+		shared := &unitCounter{Store: core.NewMemoryStore(core.WithClock(clock.Now))}
+		s := core.NewLeasingStore(shared, core.WithLeaseClock(clock.Now))
+		ctx := context.Background()
+		decisions := 0
+		for i := range 4000 {
+			if i == 1000 {
+				// past the first hold intervals, where the key is not yet hot
+				shared.calls, decisions = 0, 0
+			}
+			r, err := s.Allow(ctx, "rk:hot:{ip:192.0.2.1}", tc.limit)
+			if err != nil || !r.Allowed {
+				t.Fatalf("%v: decision %d: %+v, %v", tc.limit, i, r, err)
+			}
+			decisions++
+			clock.Add(tc.every)
+		}
+		s.Close()
+		shared.Close()
+		if shared.most != tc.wantMost {
+			t.Errorf("%v: largest lease %d units, want %d", tc.limit, shared.most, tc.wantMost)
+		}
+		if want := decisions / tc.wantMost; shared.calls < want || shared.calls > want+1 {
+			t.Errorf("%v: shared store asked %d times for %d decisions, want %d", tc.limit, shared.calls, decisions, want)
+		}
+	}
+}
+
+// unitCounter is a Store that counts the calls it passes on and the most
+// units any of them asked for.
+type unitCounter struct {
+	core.Store
+	calls, most int
+}
+
+func (u *unitCounter) AllowN(ctx context.Context, key string, limit core.Limit, n int) (core.Result, error) {
+	u.calls++
+	u.most = max(u.most, n)
+	return u.Store.AllowN(ctx, key, limit, n)
+}
+
+func (u *unitCounter) Close() error { return u.Store.(*core.MemoryStore).Close() }
 
 // TestLeasingColdKey checks that a key seen rarely takes no lease: the
 // shared store is asked for exactly one unit per decision.

@@ -83,9 +83,16 @@ func ratekitContender(alg core.Algorithm, windowed, refills bool) contender {
 	}
 }
 
-// leaseSize is the lease size of the leasing contender, LeasingStore's
-// default, set explicitly because the exactness bound depends on it.
-const leaseSize = 16
+// exactLeaseSize is the leasing contender's lease size under the exactness
+// check's limit, on which its bound depends: LeasingStore's default, 1/64
+// of the limit's capacity.
+var exactLeaseSize = func() int {
+	mem := core.NewMemoryStore()
+	defer mem.Close()
+	s := core.NewLeasingStore(mem)
+	defer s.Close()
+	return s.LeaseSize(core.PerMinute(exactLimit))
+}()
 
 // ratekitStoreContender is ratekit's GCRA through a store other than the
 // plain RedisStore: name and algorithm label the row, setup tells how the
@@ -127,9 +134,9 @@ func contenders() []contender {
 			"`core.NewRedisStore(client, core.WithBatching(0, 0, 0))` (defaults: up to 128 calls a pipeline, 4 pipelines in flight)", 0,
 			func(client *redis.Client) core.Store { return core.NewRedisStore(client, core.WithBatching(0, 0, 0)) }),
 		ratekitStoreContender("ratekit gcra leasing", "gcra, hot-key leasing",
-			fmt.Sprintf("`core.NewLeasingStore(core.NewRedisStore(client), core.WithLeaseSize(%d))` (the default size; held 100ms, the default)", leaseSize), leaseSize-1,
+			"`core.NewLeasingStore(core.NewRedisStore(client))` (defaults: leases of 1/64 of the limit's capacity, at most 1024 units, held 100ms)", exactLeaseSize-1,
 			func(client *redis.Client) core.Store {
-				return core.NewLeasingStore(core.NewRedisStore(client), core.WithLeaseSize(leaseSize))
+				return core.NewLeasingStore(core.NewRedisStore(client))
 			}),
 		{
 			name: "redis_rate", module: "github.com/go-redis/redis_rate/v10",

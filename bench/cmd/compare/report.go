@@ -177,7 +177,8 @@ func (rep *report) write(out io.Writer) error {
 		p("(first call to last, over all processes) / %v. Limiters whose windows are aligned to the", time.Minute/exactLimit)
 		p("clock start at least %v before a minute ends, so that no window edge falls in the check.", exactStartDelay+maxTime+exactMargin)
 		p("ratekit's hot-key leasing admits by design up to (lease size − 1) × replicas more per window")
-		p("(`core.NewLeasingStore`'s documented bound): its bound adds (%d − 1) × %d processes = %d.", leaseSize, exactProcesses, (leaseSize-1)*exactProcesses)
+		p("(`core.NewLeasingStore`'s documented bound): its leases here are of %d units (1/64 of the limit),", exactLeaseSize)
+		p("so its bound adds (%d − 1) × %d processes = %d.", exactLeaseSize, exactProcesses, (exactLeaseSize-1)*exactProcesses)
 		p("")
 		p("| limiter | algorithm | calls | admitted | denied | errors | window | bound | verdict |")
 		p("|---|---|---:|---:|---:|---:|---:|---:|---|")
@@ -288,7 +289,8 @@ var notes = []string{
 		"every pipeline slot is busy share the next pipeline. It only pays with many calls in flight; " +
 		"a lone caller goes out at once, as without it.",
 	"ratekit gcra leasing is the default GCRA through `core.NewLeasingStore`: a key that saw two or " +
-		"more decisions in the previous 100 ms takes up to 16 units per Redis call and spends them " +
+		"more decisions in the previous 100 ms takes up to 1/64 of the limit's capacity (at most 1024 " +
+		"units, and no more than its demand in the previous 100 ms) per Redis call and spends them " +
 		"locally, so on the hot key most decisions make no round trip at all, and it outruns the " +
 		"bare script by design. The price is its documented overshoot, which the exactness check " +
 		"allows for; on 100,000 keys each key is cold and every decision passes through.",
