@@ -51,7 +51,7 @@ func TestParseEnvironment(t *testing.T) {
 	getenv := env(
 		"ADDR", ":9000", "LIMIT", "5", "STRICT_LIMIT", "1", "PERIOD", "10s",
 		"ALGORITHM", "sliding-log", "KEY", "jwt", "JWT_SECRET", "s3cret",
-		"TRUSTED_PROXIES", "10.0.0.0/8, 192.168.1.7", "FAIL", "closed", "METRICS", "1",
+		"TRUSTED_PROXIES", "10.0.0.0/8, 192.168.1.7", "FAIL", "closed", "METRICS", "1", "BATCH", "true",
 		"REDIS_CLUSTER_ADDRS", "10.0.0.1:7000, 10.0.0.2:7000",
 	)
 	c, err := app.Parse("test", []string{"-limit", "7"}, getenv, io.Discard)
@@ -72,6 +72,7 @@ func TestParseEnvironment(t *testing.T) {
 		{"TrustedProxies", fmt.Sprint(c.TrustedProxies), "[10.0.0.0/8 192.168.1.7/32]"},
 		{"Fail", c.Fail, core.FailClosed},
 		{"Metrics", c.Metrics, true},
+		{"Batch", c.Batch, true},
 		{"RedisCluster", strings.Join(c.RedisCluster, " "), "10.0.0.1:7000 10.0.0.2:7000"},
 	} {
 		if f.got != f.want {
@@ -363,6 +364,37 @@ func TestRunMetrics(t *testing.T) {
 		if !strings.Contains(string(body), "\n"+want) {
 			t.Errorf("GET /metrics lacks %s:\n%s", want, body)
 		}
+	}
+}
+
+// TestRunBatch sends concurrent requests to an app with -batch: the
+// limit holds exactly, as without it.
+func TestRunBatch(t *testing.T) {
+	base, stop := run(t, "-batch", "-limit", "5")
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		codes = map[int]int{}
+	)
+	for range 20 {
+		wg.Go(func() {
+			resp, err := http.Get(base + "/")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			mu.Lock()
+			codes[resp.StatusCode]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if code, log := stop(); code != 0 {
+		t.Errorf("exit status %d, want 0:\n%s", code, log)
+	}
+	if codes[200] != 5 || codes[429] != 15 {
+		t.Errorf("statuses %v, want 5 × 200 and 15 × 429", codes)
 	}
 }
 

@@ -78,6 +78,10 @@ type Config struct {
 	// Addr: the Limiter's decisions, store calls and breaker (package
 	// promlimit), the Go runtime's and the process's.
 	Metrics bool
+	// Batch pipelines the Redis calls of concurrent requests
+	// ([core.WithBatching]): worth it when dozens of requests are in
+	// flight at once.
+	Batch bool
 }
 
 // UsageError is a bad flag or environment value: the app prints it and
@@ -109,6 +113,7 @@ var EnvVars = []struct{ Flag, Env string }{
 	{"trusted-proxies", "TRUSTED_PROXIES"},
 	{"fail", "FAIL"},
 	{"metrics", "METRICS"},
+	{"batch", "BATCH"},
 }
 
 // Parse reads the configuration of the app called name from args (without
@@ -136,6 +141,7 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	fs.StringVar(&trusted, "trusted-proxies", "", "`CIDRs` of proxies whose X-Forwarded-For is believed, comma-separated")
 	fs.StringVar(&f, "fail", "local", "when Redis fails: local (count per replica), open (allow) or closed (deny with 503)")
 	fs.BoolVar(&c.Metrics, "metrics", false, "serve Prometheus metrics at /metrics on -addr, never limited")
+	fs.BoolVar(&c.Batch, "batch", false, "pipeline the Redis calls of concurrent requests (worth it with dozens in flight)")
 	for _, e := range EnvVars {
 		f := fs.Lookup(e.Flag)
 		f.Usage += "; env " + e.Env

@@ -80,7 +80,11 @@ func OpenBackend(c Config) (*Backend, error) {
 			slog.String("share", "-redis redis://"+mr.Addr()+" makes other apps share these limits"),
 		}
 	}
-	b.Store = core.NewRedisStore(b.Client)
+	var opts []core.RedisOption
+	if c.Batch {
+		opts = append(opts, core.WithBatching(0, 0, 0))
+	}
+	b.Store = core.NewRedisStore(b.Client, opts...)
 	return b, nil
 }
 
