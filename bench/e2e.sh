@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Runs the end-to-end benchmark (bench/cmd/e2e): wrk against each example
-# app on a redis-server of its own, and against a baseline app of the same
-# framework that makes one bare script call per request; every process on
-# loopback, each stopped by its pid at the end. It writes its results
+# app (as it ships and with -batch) on a redis-server of its own, and
+# against a baseline app of the same framework that makes one bare script
+# call per request; every process on loopback, each stopped by its pid at
+# the end. It writes its results
 # between the lines <!-- e2e:begin --> and <!-- e2e:end --> of
 # docs/benchmarks.md and leaves the rest of the file alone; bench/run.sh,
 # which rewrites the rest, carries that section over.
 #
-#   bench/e2e.sh                                    # 3 rounds of 10s runs: about 5 minutes
+#   bench/e2e.sh                                    # 3 rounds of 10s runs: about 7 minutes
 #   ROUNDS=5 DURATION=20s bench/e2e.sh              # longer, steadier
 #   THREADS=4 CONNECTIONS=128 bench/e2e.sh
 #   BENCH_NOTE="8 dedicated cores" bench/e2e.sh

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/ratekit/ratekit/bench/internal/redisproc"
 )
@@ -58,10 +60,13 @@ func build(ctx context.Context, benchDir, dir string, fws []string) (map[string]
 // app is a running app under test: a process of ours on a loopback port.
 type app struct {
 	name string // e.g. "example gin"
-	url  string // http://127.0.0.1:PORT
-	log  string // its standard output and error
-	cmd  *exec.Cmd
-	done chan struct{}
+	// example is set for an example app, which serves its decision count
+	// at /metrics; batched for one run with -batch
+	example, batched bool
+	url              string // http://127.0.0.1:PORT
+	log              string // its standard output and error
+	cmd              *exec.Cmd
+	done             chan struct{}
 }
 
 // startApp starts bin with args and -addr on a free loopback port, and
@@ -239,16 +244,58 @@ func limitHeaderLines(p probe) []string {
 	return lines
 }
 
-// exampleArgs are the example apps' flags besides -addr.
-func exampleArgs(redisAddr string, o options) []string {
-	return []string{
+// exampleArgs are the example apps' flags besides -addr: -metrics, so
+// that the run can count the app's decisions, and -batch if batch.
+func exampleArgs(redisAddr string, o options, batch bool) []string {
+	args := []string{
 		"-redis", "redis://" + redisAddr,
 		"-limit", strconv.Itoa(exampleLimit), "-period", "1m",
 		"-algorithm", o.algorithm,
 		// a Redis failure answers 503, which wrk counts, rather than
 		// being decided in memory, which would be faster and unseen
 		"-fail", "closed",
+		"-metrics",
 	}
+	if batch {
+		args = append(args, "-batch")
+	}
+	return args
+}
+
+// decisions returns how many decisions the example app has counted: the
+// sum of ratekit_decisions_total over its labels, on its /metrics.
+func (a *app) decisions(ctx context.Context) (int64, error) {
+	p, err := a.get(ctx, "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	if p.status != http.StatusOK {
+		return 0, fmt.Errorf("%s: GET /metrics answered %d", a.name, p.status)
+	}
+	n, err := parseDecisions(p.body)
+	if err != nil {
+		return 0, fmt.Errorf("%s: GET /metrics: %w", a.name, err)
+	}
+	return n, nil
+}
+
+// parseDecisions sums ratekit_decisions_total in a Prometheus text
+// exposition.
+func parseDecisions(text string) (int64, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return 0, err
+	}
+	f, ok := families["ratekit_decisions_total"]
+	if !ok {
+		return 0, errors.New("no ratekit_decisions_total")
+	}
+	var n float64
+	for _, m := range f.GetMetric() {
+		n += m.GetCounter().GetValue()
+	}
+	return int64(n), nil
 }
 
 func baselineArgs(redisAddr string) []string {

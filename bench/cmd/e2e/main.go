@@ -1,17 +1,17 @@
 // Command e2e measures the example apps end to end: wrk against each
-// framework's example app (examples/<framework>) on a real Redis, and
-// against a baseline app of the same framework whose GET / handler makes
-// one bare script call per request instead (bench/baseline/<framework>).
-// It reports requests/s and latency of both, and their ratio, per
-// framework.
+// framework's example app (examples/<framework>) on a real Redis, as it
+// ships and with -batch, and against a baseline app of the same framework
+// whose GET / handler makes one bare script call per request instead
+// (bench/baseline/<framework>). It reports requests/s and latency of each,
+// and each example's ratio to the baseline, per framework.
 //
 // It builds every app from this tree, starts its own redis-server on a free
 // loopback port, starts the apps on free loopback ports, checks that every
 // request is allowed (a limit far above what a run reaches; one probing
 // request must carry the rate-limit headers; wrk must count no non-2xx
-// answer and no socket error), then runs wrk in interleaved rounds: per
-// framework, example and baseline alternate, and the ratio is taken within
-// each round. It stops every process it started by its pid. Traffic goes to
+// answer and no socket error; each example app counts one decision per
+// request), then runs wrk in interleaved rounds: per framework, the three
+// apps take turns, and the ratios are taken within each round. It stops every process it started by its pid. Traffic goes to
 // loopback only.
 //
 //	go run ./cmd/e2e -out ../docs/benchmarks.md    # from bench/; or bench/e2e.sh
@@ -31,6 +31,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -93,7 +94,7 @@ func main() {
 		o.cmdline = strings.TrimSpace("go run ./cmd/e2e " + strings.Join(os.Args[1:], " "))
 	}
 	if o.timeout == 0 {
-		perFramework := 2*o.warmup + time.Duration(2*o.rounds)*(o.duration+5*time.Second) + 30*time.Second
+		perFramework := 3*o.warmup + time.Duration(3*o.rounds)*(o.duration+5*time.Second) + 30*time.Second
 		o.timeout = time.Duration(len(o.frameworks))*perFramework + 5*time.Minute
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -195,13 +196,19 @@ func e2e(ctx context.Context, o options) (err error) {
 	}
 	for _, r := range rep.results {
 		s := r.summary()
-		progress("%s: example %.0f req/s, baseline %.0f req/s: %.2f× (%.2f–%.2f)", r.fw, s.example.perSecond, s.baseline.perSecond, s.ratio, s.ratioLow, s.ratioHigh)
+		progress("%s: example %.0f req/s, with -batch %.0f req/s, baseline %.0f req/s: %.2f× (%.2f–%.2f), with -batch %.2f× (%.2f–%.2f)",
+			r.fw, s.example.perSecond, s.batched.perSecond, s.baseline.perSecond,
+			s.exampleVs.ratio, s.exampleVs.low, s.exampleVs.high, s.batchedVs.ratio, s.batchedVs.low, s.batchedVs.high)
 	}
 	if o.strictRatio {
 		var below []string
 		for _, r := range rep.results {
-			if s := r.summary(); s.ratio < o.minRatio {
-				below = append(below, fmt.Sprintf("%s %.2f×", r.fw, s.ratio))
+			s := r.summary()
+			if s.exampleVs.ratio < o.minRatio {
+				below = append(below, fmt.Sprintf("%s %.2f×", r.fw, s.exampleVs.ratio))
+			}
+			if s.batchedVs.ratio < o.minRatio {
+				below = append(below, fmt.Sprintf("%s -batch %.2f×", r.fw, s.batchedVs.ratio))
 			}
 		}
 		if len(below) > 0 {
@@ -233,6 +240,9 @@ type run struct {
 	// spent running them.
 	scriptCalls int64
 	scriptTime  time.Duration
+	// decisions is how many decisions an example app counted during the
+	// run (ratekit_decisions_total on its /metrics); -1 for the baseline.
+	decisions int64
 	// CPU time used during the run by the app and by redis-server; zero
 	// where /proc cannot tell.
 	appCPU, redisCPU time.Duration
@@ -254,6 +264,15 @@ func (r run) perScriptCall() time.Duration {
 	return r.scriptTime / time.Duration(r.scriptCalls)
 }
 
+// decisionsPerRequest is the app's decisions per completed request, or -1
+// if it has no count.
+func (r run) decisionsPerRequest() float64 {
+	if r.decisions < 0 || r.wrk.requests == 0 {
+		return -1
+	}
+	return float64(r.decisions) / float64(r.wrk.requests)
+}
+
 // callsPerRequest is Redis script calls per completed request.
 func (r run) callsPerRequest() float64 {
 	if r.wrk.requests == 0 {
@@ -264,35 +283,44 @@ func (r run) callsPerRequest() float64 {
 
 // frameworkResult holds one framework's runs, one per round and app.
 type frameworkResult struct {
-	fw                string
-	example, baseline []run
-	probe             probe // the example app's answer to one GET /
-	probeBaseline     probe
+	fw string
+	// example is the example app as it ships, batched the example app with
+	// -batch, baseline the baseline app
+	example, batched, baseline []run
+	probe                      probe // the example app's answer to one GET /
+	probeBaseline              probe
 }
 
-// measureFramework starts the example and baseline apps of fw, checks
-// them, and runs wrk on each, alternately, o.rounds times.
+// measureFramework starts the example app of fw (plain and with -batch)
+// and its baseline app, checks them, and runs wrk on each, in turn,
+// o.rounds times.
 func measureFramework(ctx context.Context, o options, fw string, bins binaries, srv *redisproc.Server, stats *redis.Client, logDir string) (res *frameworkResult, err error) {
 	res = &frameworkResult{fw: fw}
-	ex, err := startApp(ctx, "example "+fw, bins.example, logDir, exampleArgs(srv.Addr, o)...)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if stopErr := ex.stop(); stopErr != nil && err == nil {
-			err = stopErr
+	var ex, exb, base *app
+	for _, a := range []struct {
+		p    **app
+		name string
+		bin  string
+		args []string
+	}{
+		{&ex, "example " + fw, bins.example, exampleArgs(srv.Addr, o, false)},
+		{&exb, "example " + fw + " -batch", bins.example, exampleArgs(srv.Addr, o, true)},
+		{&base, "baseline " + fw, bins.baseline, baselineArgs(srv.Addr)},
+	} {
+		started, err := startApp(ctx, a.name, a.bin, logDir, a.args...)
+		if err != nil {
+			return nil, err
 		}
-	}()
-	base, err := startApp(ctx, "baseline "+fw, bins.baseline, logDir, baselineArgs(srv.Addr)...)
-	if err != nil {
-		return nil, err
+		defer func() {
+			if stopErr := started.stop(); stopErr != nil && err == nil {
+				err = stopErr
+			}
+		}()
+		*a.p = started
 	}
-	defer func() {
-		if stopErr := base.stop(); stopErr != nil && err == nil {
-			err = stopErr
-		}
-	}()
-	progress("%s: example app pid %d on %s, baseline pid %d on %s", fw, ex.cmd.Process.Pid, ex.url, base.cmd.Process.Pid, base.url)
+	ex.example, exb.example, exb.batched = true, true, true
+	progress("%s: example app pid %d on %s, with -batch pid %d on %s, baseline pid %d on %s", fw,
+		ex.cmd.Process.Pid, ex.url, exb.cmd.Process.Pid, exb.url, base.cmd.Process.Pid, base.url)
 
 	if res.probe, err = ex.get(ctx, "/"); err != nil {
 		return nil, err
@@ -303,11 +331,24 @@ func measureFramework(ctx context.Context, o options, fw string, bins binaries, 
 	if err := checkProbes(res.probe, res.probeBaseline); err != nil {
 		return nil, fmt.Errorf("probing GET /: %w\n%s\n%s", err, ex.logTail(), base.logTail())
 	}
+	batchedProbe, err := exb.get(ctx, "/")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkProbes(batchedProbe, res.probeBaseline); err != nil {
+		return nil, fmt.Errorf("probing GET / with -batch: %w\n%s", err, exb.logTail())
+	}
 
 	measure := func(a *app, d time.Duration) (run, error) {
 		calls0, time0, err := scriptStats(ctx, stats)
 		if err != nil {
 			return run{}, err
+		}
+		var dec0 int64
+		if a.example {
+			if dec0, err = a.decisions(ctx); err != nil {
+				return run{}, err
+			}
 		}
 		app0, appOK := procCPU(a.cmd.Process.Pid)
 		redis0, redisOK := procCPU(srv.Pid())
@@ -321,7 +362,14 @@ func measureFramework(ctx context.Context, o options, fw string, bins binaries, 
 		if err != nil {
 			return run{}, err
 		}
-		r := run{wrk: w, scriptCalls: calls1 - calls0, scriptTime: time1 - time0}
+		r := run{wrk: w, scriptCalls: calls1 - calls0, scriptTime: time1 - time0, decisions: -1}
+		if a.example {
+			dec1, err := a.decisions(ctx)
+			if err != nil {
+				return run{}, err
+			}
+			r.decisions = dec1 - dec0
+		}
 		if appOK && appOK1 && redisOK && redisOK1 {
 			r.appCPU, r.redisCPU = app1-app0, redis1-redis0
 		}
@@ -332,15 +380,11 @@ func measureFramework(ctx context.Context, o options, fw string, bins binaries, 
 			return r, fmt.Errorf("%s: %d non-2xx answers, socket errors: %d connect, %d read, %d write, %d timeout; every request must be allowed\n%s\n%s",
 				a.name, w.non2xx, w.connectErrs, w.readErrs, w.writeErrs, w.timeouts, out, a.logTail())
 		}
-		// every answered request made one script call; a few more calls
-		// belong to requests wrk cut off at the end
-		if c := r.callsPerRequest(); c < 0.99 || c > 1.05 {
-			return r, fmt.Errorf("%s: %d script calls for %d requests: not one per request", a.name, r.scriptCalls, w.requests)
-		}
-		return r, nil
+		return r, checkRun(a, r)
 	}
 
-	for _, a := range []*app{ex, base} {
+	apps := []*app{ex, exb, base}
+	for _, a := range apps {
 		w, err := measure(a, o.warmup)
 		if err != nil {
 			return nil, fmt.Errorf("warm-up: %w", err)
@@ -348,26 +392,43 @@ func measureFramework(ctx context.Context, o options, fw string, bins binaries, 
 		progress("%s: warm-up %s: %.0f req/s", fw, a.name, w.wrk.perSecond)
 	}
 	for r := range o.rounds {
-		// alternate which app goes first, so that neither always runs
-		// right after the other's load
-		order := []*app{ex, base}
-		if r%2 == 1 {
-			order = []*app{base, ex}
-		}
+		// rotate which app goes first, so that none always runs right
+		// after the same other's load
+		order := append(slices.Clone(apps[r%len(apps):]), apps[:r%len(apps)]...)
 		for _, a := range order {
 			w, err := measure(a, o.duration)
 			if err != nil {
 				return nil, fmt.Errorf("round %d: %w", r+1, err)
 			}
-			if a == ex {
+			switch a {
+			case ex:
 				res.example = append(res.example, w)
-			} else {
+			case exb:
+				res.batched = append(res.batched, w)
+			default:
 				res.baseline = append(res.baseline, w)
 			}
 			progress("%s: round %d/%d %s: %.0f req/s, p50 %v, p99 %v", fw, r+1, o.rounds, a.name, w.wrk.perSecond, w.wrk.p50, w.wrk.p99)
 		}
 	}
 	return res, nil
+}
+
+// checkRun checks a run's fixture: every answered request was decided once
+// (the example apps' own count, within 0.99 to 1.05: a few more belong to
+// requests wrk cut off at the end), and took one script call, or, through
+// -batch, at most one.
+func checkRun(a *app, r run) error {
+	if a.example {
+		if d := r.decisionsPerRequest(); d < 0.99 || d > 1.05 {
+			return fmt.Errorf("%s: %d decisions for %d requests: not one per request", a.name, r.decisions, r.wrk.requests)
+		}
+	}
+	c := r.callsPerRequest()
+	if c > 1.05 || (!a.batched && c < 0.99) {
+		return fmt.Errorf("%s: %d script calls for %d requests: not one per request", a.name, r.scriptCalls, r.wrk.requests)
+	}
+	return nil
 }
 
 // scriptStats returns how many EVALSHA and EVAL calls Redis has served,

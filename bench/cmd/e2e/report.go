@@ -32,11 +32,28 @@ type appSummary struct {
 }
 
 type frameworkSummary struct {
-	example, baseline appSummary
-	// ratio is the median over rounds of the example's requests/s over
-	// the baseline's in the same round; low and high the extremes.
-	ratio, ratioLow, ratioHigh float64
-	ratios                     []float64
+	example, batched, baseline appSummary
+	// each example app's requests/s over the baseline's
+	exampleVs, batchedVs ratioSummary
+}
+
+// ratioSummary is an app's requests/s over the baseline's: ratios has one
+// per round, ratio is their median, low and high the extremes.
+type ratioSummary struct {
+	ratio, low, high float64
+	ratios           []float64
+}
+
+func ratios(app, baseline []run) ratioSummary {
+	var s ratioSummary
+	for i := range min(len(app), len(baseline)) {
+		s.ratios = append(s.ratios, app[i].wrk.perSecond/baseline[i].wrk.perSecond)
+	}
+	if len(s.ratios) > 0 {
+		s.ratio = median(slices.Clone(s.ratios))
+		s.low, s.high = slices.Min(s.ratios), slices.Max(s.ratios)
+	}
+	return s
 }
 
 func summarize(runs []run) appSummary {
@@ -65,15 +82,10 @@ func micros(d time.Duration) string {
 }
 
 func (r *frameworkResult) summary() frameworkSummary {
-	s := frameworkSummary{example: summarize(r.example), baseline: summarize(r.baseline)}
-	for i := range min(len(r.example), len(r.baseline)) {
-		s.ratios = append(s.ratios, r.example[i].wrk.perSecond/r.baseline[i].wrk.perSecond)
+	return frameworkSummary{
+		example: summarize(r.example), batched: summarize(r.batched), baseline: summarize(r.baseline),
+		exampleVs: ratios(r.example, r.baseline), batchedVs: ratios(r.batched, r.baseline),
 	}
-	if len(s.ratios) > 0 {
-		s.ratio = median(slices.Clone(s.ratios))
-		s.ratioLow, s.ratioHigh = slices.Min(s.ratios), slices.Max(s.ratios)
-	}
-	return s
 }
 
 // markdown renders the end-to-end section, markers included.
@@ -99,7 +111,9 @@ func (rep *report) markdown() string {
 		p("%s", o.note)
 	}
 	p("")
-	p("Each example app (`examples/<framework>`, ratekit's middleware in front of `GET /`) against a")
+	p("Each example app (`examples/<framework>`, ratekit's middleware in front of `GET /`), as it ships")
+	p("and with `-batch` (`core.WithBatching`: the Redis calls of concurrent requests share pipelined")
+	p("round trips, and those of one limit one script call), against a")
 	p("baseline app of the same framework (`bench/baseline/<framework>`): the same router set-up, routes")
 	p("and body, but its `GET /` handler makes one bare script call per request, `local c =")
 	p("redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return c` by `redis.NewScript(...).Run`,")
@@ -107,17 +121,23 @@ func (rep *report) markdown() string {
 	p("`ContextTimeoutEnabled`, `MaxRetries: -1`, `DialerRetries: 1`). The issue's bar: the example app's")
 	p("requests/s at least **%.1f×** its baseline's.", o.minRatio)
 	p("")
-	p("| framework | example req/s | baseline req/s | example ÷ baseline | ≥ %.1f× | example p50 / p99 | baseline p50 / p99 |", o.minRatio)
-	p("|---|---:|---:|---:|:---:|---:|---:|")
+	p("| framework | app | req/s | baseline req/s | ÷ baseline | ≥ %.1f× | p50 / p99 | baseline p50 / p99 |", o.minRatio)
+	p("|---|---|---:|---:|---:|:---:|---:|---:|")
 	for _, r := range rep.results {
 		s := r.summary()
-		ok := "yes"
-		if s.ratio < o.minRatio {
-			ok = "**no**"
+		for _, x := range []struct {
+			name string
+			app  appSummary
+			vs   ratioSummary
+		}{{"example", s.example, s.exampleVs}, {"example -batch", s.batched, s.batchedVs}} {
+			ok := "yes"
+			if x.vs.ratio < o.minRatio {
+				ok = "**no**"
+			}
+			p("| %s | %s | %s | %s | %.2f× (%.2f–%.2f) | %s | %s / %s | %s / %s |", r.fw, x.name,
+				thousands(x.app.perSecond), thousands(s.baseline.perSecond), x.vs.ratio, x.vs.low, x.vs.high, ok,
+				dur(x.app.p50), dur(x.app.p99), dur(s.baseline.p50), dur(s.baseline.p99))
 		}
-		p("| %s | %s | %s | %.2f× (%.2f–%.2f) | %s | %s / %s | %s / %s |", r.fw,
-			thousands(s.example.perSecond), thousands(s.baseline.perSecond), s.ratio, s.ratioLow, s.ratioHigh, ok,
-			dur(s.example.p50), dur(s.example.p99), dur(s.baseline.p50), dur(s.baseline.p99))
 	}
 	p("")
 	p("Figures are medians over %d rounds; the ratio is the median of the per-round ratios, with the", o.rounds)
@@ -139,7 +159,7 @@ func (rep *report) markdown() string {
 		for _, x := range []struct {
 			name string
 			s    appSummary
-		}{{"example", s.example}, {"baseline", s.baseline}} {
+		}{{"example", s.example}, {"example -batch", s.batched}, {"baseline", s.baseline}} {
 			p("| %s | %s | %s | %s | %s | %s | %s |", r.fw, x.name, micros(x.s.appCPU), micros(x.s.redisCPU), micros(x.s.wrkCPU),
 				micros(x.s.appCPU+x.s.redisCPU+x.s.wrkCPU), micros(x.s.scriptCall))
 		}
@@ -156,15 +176,19 @@ func (rep *report) markdown() string {
 	p("  503 that wrk counts, instead of a local decision.")
 	p("- Load: `wrk -t%d -c%d -d%v --latency --timeout %v` on `GET /`, from one client address", o.wrk.threads, o.wrk.connections, o.duration, o.wrk.timeout)
 	p("  (127.0.0.1), so every request of a run decides the same key: ratekit's hot-key case.")
-	p("- Per framework: both apps started, a %v warm-up run of each (not reported), then %d rounds in", o.warmup, o.rounds)
-	p("  which each app runs once, the order alternating (example first in odd rounds, baseline first in")
-	p("  even ones). The frameworks are measured one after the other.")
+	p("- Example apps also get `-metrics`, so that each run can count their decisions, and the batched")
+	p("  one `-batch`.")
+	p("- Per framework: the three apps started, a %v warm-up run of each (not reported), then %d rounds", o.warmup, o.rounds)
+	p("  in which each app runs once, the order rotating (example, with -batch, baseline in round 1; with")
+	p("  -batch, baseline, example in round 2; and so on). The frameworks are measured one after the other.")
 	p("- Checks, which stop the program when they fail: one `GET /` on each app before the runs answers")
 	p("  200 with the same body, the example app's with every rate-limit header (`X-RateLimit-Limit:")
 	p("  %d`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `RateLimit-Policy`, `RateLimit`)", exampleLimit)
 	p("  and the baseline's with none; in every run, wrk counts no non-2xx answer and no socket error;")
-	p("  and Redis served one script call (EVALSHA or EVAL, from `INFO commandstats`) per request,")
-	p("  within 0.99 to 1.05.")
+	p("  each example app counted one decision per request (`ratekit_decisions_total` on its `/metrics`),")
+	p("  and Redis served one script call (EVALSHA or EVAL, from `INFO commandstats`) per request for the")
+	p("  example app and the baseline, at most one for the batched app; within 0.99 to 1.05 (a few more")
+	p("  belong to requests wrk cut off at the end of a run).")
 	p("")
 	if len(rep.results) > 0 {
 		p("The example app's answer to the probing `GET /` (%s):", rep.results[0].fw)
@@ -183,22 +207,30 @@ func (rep *report) markdown() string {
 	p("")
 	p("CPU is in µs per request: app, redis-server, wrk.")
 	p("")
-	p("| framework | round | app | req/s | p50 | p99 | requests | script calls / request | CPU/request | example ÷ baseline |")
-	p("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+	p("| framework | round | app | req/s | p50 | p99 | requests | decisions / request | script calls / request | CPU/request | ÷ baseline |")
+	p("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rep.results {
 		s := r.summary()
-		for i := range len(r.example) {
+		for i := range len(r.baseline) {
 			for _, x := range []struct {
 				name string
-				run  run
-			}{{"example", r.example[i]}, {"baseline", r.baseline[i]}} {
-				ratio := ""
-				if x.name == "example" && i < len(s.ratios) {
-					ratio = fmt.Sprintf("%.2f×", s.ratios[i])
+				runs []run
+				vs   []float64
+			}{{"example", r.example, s.exampleVs.ratios}, {"example -batch", r.batched, s.batchedVs.ratios}, {"baseline", r.baseline, nil}} {
+				if i >= len(x.runs) {
+					continue
 				}
-				cpu := micros(x.run.perRequest(x.run.appCPU)) + " · " + micros(x.run.perRequest(x.run.redisCPU)) + " · " + micros(x.run.perRequest(x.run.wrk.cpu))
-				p("| %s | %d | %s | %s | %s | %s | %s | %.3f | %s | %s |", r.fw, i+1, x.name, thousands(x.run.wrk.perSecond),
-					dur(x.run.wrk.p50), dur(x.run.wrk.p99), thousands(float64(x.run.wrk.requests)), x.run.callsPerRequest(), cpu, ratio)
+				run := x.runs[i]
+				ratio, decisions := "", "–"
+				if i < len(x.vs) {
+					ratio = fmt.Sprintf("%.2f×", x.vs[i])
+				}
+				if d := run.decisionsPerRequest(); d >= 0 {
+					decisions = fmt.Sprintf("%.3f", d)
+				}
+				cpu := micros(run.perRequest(run.appCPU)) + " · " + micros(run.perRequest(run.redisCPU)) + " · " + micros(run.perRequest(run.wrk.cpu))
+				p("| %s | %d | %s | %s | %s | %s | %s | %s | %.3f | %s | %s |", r.fw, i+1, x.name, thousands(run.wrk.perSecond),
+					dur(run.wrk.p50), dur(run.wrk.p99), thousands(float64(run.wrk.requests)), decisions, run.callsPerRequest(), cpu, ratio)
 			}
 		}
 	}
