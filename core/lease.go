@@ -67,8 +67,9 @@ type LeaseOption func(*LeasingStore)
 
 // WithLeaseSize sets the most units one lease takes, whatever the limit, in
 // place of the default of 1/64 of the limit's capacity (see
-// [LeasingStore.LeaseSize]). A lease takes no more than the key's demand in
-// the previous hold interval and no more than the limit's capacity. n below
+// [LeasingStore.LeaseSize]). A lease takes no more than the key's demand (its
+// decisions in the current or the previous hold interval, whichever is
+// more) and no more than the limit's capacity. n below
 // 1 is taken as 1, which leases nothing.
 func WithLeaseSize(n int) LeaseOption { return func(s *LeasingStore) { s.size = max(1, n) } }
 
@@ -94,8 +95,8 @@ func (s *LeasingStore) LeaseSize(limit Limit) int {
 }
 
 // WithLeaseHold sets how long leased units may be spent, 100ms by default.
-// A key counts as hot when it saw at least two decisions in the previous
-// hold interval.
+// A key counts as hot when it saw at least two decisions in the current or
+// the previous hold interval.
 func WithLeaseHold(d time.Duration) LeaseOption {
 	return func(s *LeasingStore) {
 		if d > 0 {
@@ -165,9 +166,12 @@ func (s *LeasingStore) AllowN(ctx context.Context, key string, limit Limit, n in
 	if now.Before(l.deniedUntil) && n >= l.deniedCost {
 		return Result{Limit: limit, RetryAfter: l.deniedUntil.Sub(now), ResetAfter: l.deniedUntil.Sub(now)}, nil
 	}
+	// a key is hot once it saw two decisions in this hold interval or the
+	// previous one; it leases that demand, up to the lease size, so a key
+	// that turns hot takes leases that double until they reach the size
 	want := n
-	if l.prev >= 2 {
-		want = min(max(n, min(s.LeaseSize(limit), l.prev)), limit.Capacity())
+	if demand := max(l.prev, l.seen); demand >= 2 {
+		want = min(max(n, min(s.LeaseSize(limit), demand)), limit.Capacity())
 	}
 	res, err := s.inner.AllowN(ctx, key, limit, want)
 	if err != nil {

@@ -184,3 +184,24 @@ func TestLeasingColdKey(t *testing.T) {
 		t.Fatalf("shared store after five cold calls: %+v", r)
 	}
 }
+
+// TestLeasingWarmsUp checks that a key turning hot takes leases that grow
+// with its demand at once, not one hold interval later: 200 decisions at
+// one instant cost the shared store a dozen calls at most, the last ones
+// full leases.
+func TestLeasingWarmsUp(t *testing.T) {
+	clock := &fakeClock{now: start}
+	shared := &unitCounter{Store: core.NewMemoryStore(core.WithClock(clock.Now))}
+	defer shared.Close()
+	s := core.NewLeasingStore(shared, core.WithLeaseClock(clock.Now))
+	defer s.Close()
+	limit := core.PerSecond(6400) // leases of 100
+	for i := range 200 {
+		if r, err := s.Allow(context.Background(), "rk:hot:{ip:192.0.2.1}", limit); err != nil || !r.Allowed {
+			t.Fatalf("decision %d: %+v, %v", i, r, err)
+		}
+	}
+	if shared.calls > 12 || shared.most != 100 {
+		t.Errorf("200 decisions: %d calls to the shared store, the largest for %d units; want at most 12, and 100", shared.calls, shared.most)
+	}
+}

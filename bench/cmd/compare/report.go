@@ -289,8 +289,8 @@ var notes = []string{
 		"every pipeline slot is busy share the next pipeline. It only pays with many calls in flight; " +
 		"a lone caller goes out at once, as without it.",
 	"ratekit gcra leasing is the default GCRA through `core.NewLeasingStore`: a key that saw two or " +
-		"more decisions in the previous 100 ms takes up to 1/64 of the limit's capacity (at most 1024 " +
-		"units, and no more than its demand in the previous 100 ms) per Redis call and spends them " +
+		"more decisions in the current or previous 100 ms takes up to 1/64 of the limit's capacity (at " +
+		"most 1024 units, and no more than its demand in those 100 ms) per Redis call and spends them " +
 		"locally, so on the hot key most decisions make no round trip at all, and it outruns the " +
 		"bare script by design. The price is its documented overshoot, which the exactness check " +
 		"allows for; on 100,000 keys each key is cold and every decision passes through.",
