@@ -118,6 +118,9 @@ type exactResult struct {
 	window                            time.Duration // first decision to last, over all processes
 	bound                             int64         // most units the limit allows in window
 	refill                            int64         // of which units refilled during the window
+	// floor is the fewest units the limiter may admit: the limit, less
+	// what leases may leave unspent (overshoot per process)
+	floor int64
 }
 
 // exactness runs, for each limiter, 4 child processes of this program that
@@ -207,6 +210,7 @@ func exactness(ctx context.Context, addr string, client *redis.Client, cs []cont
 			r.bound += r.refill
 		}
 		r.bound += int64(c.overshoot) * exactProcesses
+		r.floor = exactLimit - int64(c.overshoot)*exactProcesses
 		progress("exactness %s: %d of %d admitted in %v (bound %d), %d errors",
 			c.name, r.allowed, r.attempts, r.window.Round(time.Millisecond), r.bound, r.errors)
 		out = append(out, r)
@@ -239,6 +243,8 @@ func (r exactResult) verdict() string {
 		return fmt.Sprintf("within lease bound (over the limit and refill by %d)", r.allowed-exactLimit-r.refill)
 	case r.allowed > r.bound:
 		return fmt.Sprintf("**over by %d**", r.allowed-r.bound)
+	case r.errors == 0 && r.allowed < exactLimit && r.allowed >= r.floor:
+		return fmt.Sprintf("within lease bound (under the limit by %d: units leased and left unspent)", exactLimit-r.allowed)
 	case r.errors > 0:
 		return fmt.Sprintf("under by %d, with errors", exactLimit-r.allowed)
 	default:

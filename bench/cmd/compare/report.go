@@ -178,7 +178,8 @@ func (rep *report) write(out io.Writer) error {
 		p("clock start at least %v before a minute ends, so that no window edge falls in the check.", exactStartDelay+maxTime+exactMargin)
 		p("ratekit's hot-key leasing admits by design up to (lease size − 1) × replicas more per window")
 		p("(`core.NewLeasingStore`'s documented bound): its leases here are of %d units (1/64 of the limit),", exactLeaseSize)
-		p("so its bound adds (%d − 1) × %d processes = %d.", exactLeaseSize, exactProcesses, (exactLeaseSize-1)*exactProcesses)
+		p("so its bound adds (%d − 1) × %d processes = %d; and as leased units may expire unspent, it may admit", exactLeaseSize, exactProcesses, (exactLeaseSize-1)*exactProcesses)
+		p("as many fewer than the limit.")
 		p("")
 		p("| limiter | algorithm | calls | admitted | denied | errors | window | bound | verdict |")
 		p("|---|---|---:|---:|---:|---:|---:|---:|---|")
@@ -320,7 +321,7 @@ func (rep *report) failure() error {
 		}
 	}
 	for _, r := range rep.exact {
-		if r.c.kind == kindRatekit && (r.errors > 0 || r.allowed > r.bound || r.attempts >= r.bound && r.allowed < exactLimit) {
+		if r.c.kind == kindRatekit && (r.errors > 0 || r.allowed > r.bound || r.attempts >= r.bound && r.allowed < r.floor) {
 			errs = append(errs, fmt.Errorf("exactness of %s: %d admitted of %d calls, bound %d, %d errors (%s)",
 				r.c.name, r.allowed, r.attempts, r.bound, r.errors, r.firstErr))
 		}

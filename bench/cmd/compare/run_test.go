@@ -86,12 +86,14 @@ func TestVerdict(t *testing.T) {
 		r    exactResult
 		want string
 	}{
-		{exactResult{attempts: 5000, allowed: 1000, bound: 1000}, "exact"},
+		{exactResult{attempts: 5000, allowed: 1000, bound: 1000, floor: 1000}, "exact"},
 		{exactResult{attempts: 5000, allowed: 1010, bound: 1016, refill: 16}, "within refill"},
 		{exactResult{attempts: 5000, allowed: 1050, bound: 1076, refill: 16}, "within lease bound (over the limit and refill by 34)"},
 		{exactResult{attempts: 5000, allowed: 1080, bound: 1076, refill: 16}, "**over by 4**"},
 		{exactResult{attempts: 5000, allowed: 1200, bound: 1000}, "**over by 200**"},
-		{exactResult{attempts: 5000, allowed: 900, bound: 1000}, "under by 100"},
+		{exactResult{attempts: 5000, allowed: 900, bound: 1000, floor: 1000}, "under by 100"},
+		{exactResult{attempts: 5000, allowed: 990, bound: 1056, refill: 0, floor: 944}, "within lease bound (under the limit by 10: units leased and left unspent)"},
+		{exactResult{attempts: 5000, allowed: 940, bound: 1056, refill: 0, floor: 944}, "under by 60"},
 		{exactResult{attempts: 800, allowed: 800, bound: 1000}, "inconclusive: fewer attempts than the limit"},
 	} {
 		if got := tc.r.verdict(); got != tc.want {
