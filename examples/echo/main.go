@@ -22,9 +22,16 @@ import (
 func main() { app.Main("echo", newServer) }
 
 func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
-	// The default rule on every route but /healthz and /metrics.
+	// The default rule on every route but /healthz and /metrics, served or
+	// not (a request no route matches has no Path).
 	perClient, err := echolimit.New(limiter, rules.Default,
-		echolimit.WithSkipper(func(c echo.Context) bool { return app.Unlimited(c.Path()) }))
+		echolimit.WithSkipper(func(c echo.Context) bool {
+			path := c.Path()
+			if path == "" {
+				path = c.Request().URL.Path
+			}
+			return app.Unlimited(path)
+		}))
 	if err != nil {
 		return nil, err
 	}

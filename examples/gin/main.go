@@ -22,9 +22,16 @@ import (
 func main() { app.Main("gin", newServer) }
 
 func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
-	// The default rule on every route but /healthz and /metrics.
+	// The default rule on every route but /healthz and /metrics, served or
+	// not (a request no route matches has no FullPath).
 	perClient, err := ginlimit.New(limiter, rules.Default,
-		ginlimit.WithSkip(func(c *gin.Context) bool { return app.Unlimited(c.FullPath()) }))
+		ginlimit.WithSkip(func(c *gin.Context) bool {
+			path := c.FullPath()
+			if path == "" {
+				path = c.Request.URL.Path
+			}
+			return app.Unlimited(path)
+		}))
 	if err != nil {
 		return nil, err
 	}

@@ -398,8 +398,11 @@ func TestRoutes(t *testing.T) {
 		}
 	}
 	CheckRoutes(t, p.URL)
-	if r := Get(t, p.URL, app.MetricsPath); r.Status != http.StatusNotFound {
-		t.Errorf("GET /metrics without -metrics: status %d, want 404", r.Status)
+	// more calls than the limit: /metrics is never limited, served or not
+	for i := range app.DefaultLimit + 2 {
+		if r := Get(t, p.URL, app.MetricsPath); r.Status != http.StatusNotFound {
+			t.Fatalf("GET /metrics #%d without -metrics: status %d, want 404", i+1, r.Status)
+		}
 	}
 	if code := p.Stop(t, syscall.SIGTERM); code != 0 {
 		t.Errorf("exit status %d after SIGTERM, want 0", code)
