@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/bench/internal/figures"
 )
 
 // cell holds the runs of one contender on one case, one per round.
@@ -71,7 +73,7 @@ func measure(ctx context.Context, client *redis.Client, cs []contender, o option
 		if o.quick {
 			return int64(res.cases[k].g + quickExtra)
 		}
-		perSecond := median(append([]float64(nil), rates[k][ci]...))
+		perSecond := figures.Median(append([]float64(nil), rates[k][ci]...))
 		// at least one call per goroutine, and enough for a p99
 		return min(max(int64(perSecond*o.duration.Seconds()), int64(res.cases[k].g), 100), maxDecisions)
 	}
@@ -164,7 +166,7 @@ type summary struct {
 
 func (c *cell) summary() summary {
 	var ps, allocs, p50, p99 []float64
-	s := summary{vsBare: median(append([]float64(nil), c.vsBare...)), p50VsBare: median(append([]float64(nil), c.p50VsBare...))}
+	s := summary{vsBare: figures.Median(append([]float64(nil), c.vsBare...)), p50VsBare: figures.Median(append([]float64(nil), c.p50VsBare...))}
 	for _, r := range c.runs {
 		ps = append(ps, r.perSecond)
 		allocs = append(allocs, r.allocsPerDecision())
@@ -177,9 +179,9 @@ func (c *cell) summary() summary {
 			s.firstErr = r.firstErr
 		}
 	}
-	s.perSecond, s.allocs = median(ps), median(allocs)
+	s.perSecond, s.allocs = figures.Median(ps), figures.Median(allocs)
 	s.vsBareLow, s.vsBareHigh = slices.Min(c.vsBare), slices.Max(c.vsBare)
 	s.p50VsBareLow, s.p50VsBareHigh = slices.Min(c.p50VsBare), slices.Max(c.p50VsBare)
-	s.p50, s.p99 = time.Duration(median(p50)), time.Duration(median(p99))
+	s.p50, s.p99 = time.Duration(figures.Median(p50)), time.Duration(figures.Median(p99))
 	return s
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratekit/ratekit/bench/internal/figures"
 	"github.com/ratekit/ratekit/bench/internal/mdsection"
 )
 
@@ -68,9 +69,9 @@ func (rep *report) write(out io.Writer) error {
 	p("")
 	p("- One redis-server, one go-redis v9 client (`PoolSize` 256) shared by every contender: ratekit, the")
 	p("  libraries that take a go-redis client, and the two baselines. Limits are per minute, the same")
-	p("  rate for everyone: %s per minute in the throughput runs, so that the allowing path is what is", thousands(float64(benchLimit)))
+	p("  rate for everyone: %s per minute in the throughput runs, so that the allowing path is what is", figures.Thousands(float64(benchLimit)))
 	p("  measured (denials are still counted and shown), and %d per minute in the exactness check.", exactLimit)
-	p("- Cases: %s goroutines, each on one hot key and on %s keys (distinct identities, keys taken in", joinInts(goroutineCounts), thousands(manyKeys))
+	p("- Cases: %s goroutines, each on one hot key and on %s keys (distinct identities, keys taken in", joinInts(goroutineCounts), figures.Thousands(manyKeys))
 	p("  turn, so concurrent calls hit different keys). Every contender has keys of its own.")
 	if o.quick {
 		p("- Quick mode: each run makes goroutines + %d decisions.", quickExtra)
@@ -86,7 +87,7 @@ func (rep *report) write(out io.Writer) error {
 	p("  are of every call's latency in the run. allocs/decision is the heap allocations of the whole")
 	p("  process during the run (`runtime.MemStats.Mallocs`) over the calls made; the measuring loop")
 	p("  itself allocates nothing, but go-redis's and the runtime's background work is included.")
-	p("- Fixture checks, which stop the program when they fail: each key set holds exactly 1 or %s", thousands(manyKeys))
+	p("- Fixture checks, which stop the program when they fail: each key set holds exactly 1 or %s", figures.Thousands(manyKeys))
 	p("  distinct keys; every planned call is made and counted as allowed, denied or error; the baselines")
 	p("  never fail; and, before anything is measured, each limiter under a limit of 3 per minute")
 	p("  admits exactly 3 of 5 calls on a fresh key, so allowed and denied are read the right way round.")
@@ -136,7 +137,7 @@ func (rep *report) write(out io.Writer) error {
 		p("")
 		keys := "one hot key"
 		if bc.keys.count > 1 {
-			keys = thousands(float64(bc.keys.count)) + " keys"
+			keys = figures.Thousands(float64(bc.keys.count)) + " keys"
 		}
 		p("### %s, %d goroutine%s", keys, bc.g, plural(bc.g))
 		p("")
@@ -144,8 +145,8 @@ func (rep *report) write(out io.Writer) error {
 		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for ci, c := range cs {
 			s := rep.bench.cells[k][ci].summary()
-			p("| %s | %s | %s | %s | %s | %s | %.1f | %s | %d | %d |", c.name, thousands(s.perSecond), ratio(s.vsBare),
-				dur(s.p50), dur(s.p99), ratio(s.p50VsBare), s.allocs, thousands(float64(s.decisions)), s.denied, s.errors)
+			p("| %s | %s | %s | %s | %s | %s | %.1f | %s | %d | %d |", c.name, figures.Thousands(s.perSecond), ratio(s.vsBare),
+				figures.Dur(s.p50), figures.Dur(s.p99), ratio(s.p50VsBare), s.allocs, figures.Thousands(float64(s.decisions)), s.denied, s.errors)
 		}
 	}
 	p("")
@@ -235,7 +236,7 @@ func (rep *report) headline(p func(string, ...any)) {
 	for _, kc := range keyCases {
 		what := "one hot key"
 		if kc.count > 1 {
-			what = thousands(float64(kc.count)) + " keys"
+			what = figures.Thousands(float64(kc.count)) + " keys"
 		}
 		tput, lat := "| decisions/s, "+what+" |", "| p50 latency, "+what+" |"
 		for k, bc := range rep.cases {
@@ -358,29 +359,6 @@ func cpuModel() string {
 }
 
 func ratio(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) + "×" }
-
-func dur(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
-	case d < 10*time.Millisecond:
-		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
-	default:
-		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
-	}
-}
-
-func thousands(x float64) string {
-	s := strconv.FormatInt(int64(x+0.5), 10)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
 
 func joinInts(xs []int) string {
 	s := make([]string, len(xs))

@@ -130,17 +130,3 @@ func quantile(s []time.Duration, q float64) time.Duration {
 	i := int(q*float64(len(s))+0.5) - 1
 	return s[max(0, min(i, len(s)-1))]
 }
-
-// median returns the median of xs (the mean of the middle two for an even
-// count); xs is reordered.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	slices.Sort(xs)
-	m := len(xs) / 2
-	if len(xs)%2 == 1 {
-		return xs[m]
-	}
-	return (xs[m-1] + xs[m]) / 2
-}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/ratekit/ratekit/bench/internal/figures"
 )
 
 // The measuring loop must not allocate, or it would count against every
@@ -56,10 +58,10 @@ func TestQuantileAndMedian(t *testing.T) {
 	if q := quantile(s, 0.99); q != 99 {
 		t.Errorf("p99 of 1..100 = %d, want 99", q)
 	}
-	if m := median([]float64{3, 1, 2}); m != 2 {
+	if m := figures.Median([]float64{3, 1, 2}); m != 2 {
 		t.Errorf("median = %v, want 2", m)
 	}
-	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+	if m := figures.Median([]float64{4, 1, 3, 2}); m != 2.5 {
 		t.Errorf("median = %v, want 2.5", m)
 	}
 }

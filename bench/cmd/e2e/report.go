@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratekit/ratekit/bench/internal/figures"
 	"github.com/ratekit/ratekit/bench/internal/mdsection"
 )
 
@@ -50,7 +51,7 @@ func ratios(app, baseline []run) ratioSummary {
 		s.ratios = append(s.ratios, app[i].wrk.perSecond/baseline[i].wrk.perSecond)
 	}
 	if len(s.ratios) > 0 {
-		s.ratio = median(slices.Clone(s.ratios))
+		s.ratio = figures.Median(slices.Clone(s.ratios))
 		s.low, s.high = slices.Min(s.ratios), slices.Max(s.ratios)
 	}
 	return s
@@ -69,10 +70,10 @@ func summarize(runs []run) appSummary {
 		script = append(script, float64(r.perScriptCall()))
 	}
 	return appSummary{
-		perSecond: median(ps), p50: time.Duration(median(p50)), p99: time.Duration(median(p99)),
-		callsPerRequest: median(calls),
-		appCPU:          time.Duration(median(app)), redisCPU: time.Duration(median(rds)),
-		wrkCPU: time.Duration(median(wrk)), scriptCall: time.Duration(median(script)),
+		perSecond: figures.Median(ps), p50: time.Duration(figures.Median(p50)), p99: time.Duration(figures.Median(p99)),
+		callsPerRequest: figures.Median(calls),
+		appCPU:          time.Duration(figures.Median(app)), redisCPU: time.Duration(figures.Median(rds)),
+		wrkCPU: time.Duration(figures.Median(wrk)), scriptCall: time.Duration(figures.Median(script)),
 	}
 }
 
@@ -135,8 +136,8 @@ func (rep *report) markdown() string {
 				ok = "**no**"
 			}
 			p("| %s | %s | %s | %s | %.2f× (%.2f–%.2f) | %s | %s / %s | %s / %s |", r.fw, x.name,
-				thousands(x.app.perSecond), thousands(s.baseline.perSecond), x.vs.ratio, x.vs.low, x.vs.high, ok,
-				dur(x.app.p50), dur(x.app.p99), dur(s.baseline.p50), dur(s.baseline.p99))
+				figures.Thousands(x.app.perSecond), figures.Thousands(s.baseline.perSecond), x.vs.ratio, x.vs.low, x.vs.high, ok,
+				figures.Dur(x.app.p50), figures.Dur(x.app.p99), figures.Dur(s.baseline.p50), figures.Dur(s.baseline.p99))
 		}
 	}
 	p("")
@@ -229,27 +230,13 @@ func (rep *report) markdown() string {
 					decisions = fmt.Sprintf("%.3f", d)
 				}
 				cpu := micros(run.perRequest(run.appCPU)) + " · " + micros(run.perRequest(run.redisCPU)) + " · " + micros(run.perRequest(run.wrk.cpu))
-				p("| %s | %d | %s | %s | %s | %s | %s | %s | %.3f | %s | %s |", r.fw, i+1, x.name, thousands(run.wrk.perSecond),
-					dur(run.wrk.p50), dur(run.wrk.p99), thousands(float64(run.wrk.requests)), decisions, run.callsPerRequest(), cpu, ratio)
+				p("| %s | %d | %s | %s | %s | %s | %s | %s | %.3f | %s | %s |", r.fw, i+1, x.name, figures.Thousands(run.wrk.perSecond),
+					figures.Dur(run.wrk.p50), figures.Dur(run.wrk.p99), figures.Thousands(float64(run.wrk.requests)), decisions, run.callsPerRequest(), cpu, ratio)
 			}
 		}
 	}
 	p("%s", mdsection.End)
 	return b.String()
-}
-
-// median returns the median of xs (the mean of the middle two for an even
-// count); xs is reordered.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	slices.Sort(xs)
-	m := len(xs) / 2
-	if len(xs)%2 == 1 {
-		return xs[m]
-	}
-	return (xs[m-1] + xs[m]) / 2
 }
 
 func cpuModel() string {
@@ -263,27 +250,4 @@ func cpuModel() string {
 		}
 	}
 	return ""
-}
-
-func dur(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
-	case d < 10*time.Millisecond:
-		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
-	default:
-		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
-	}
-}
-
-func thousands(x float64) string {
-	s := strconv.FormatInt(int64(x+0.5), 10)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
