@@ -122,6 +122,11 @@ func ratekitStoreContender(name, algorithm, setup string, overshoot int, store f
 // script call.
 var bareScript = redis.NewScript("local c = redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return c")
 
+// clockScript is the second baseline: the least a script can do that, as
+// ratekit's scripts must, reads Redis's clock and a key's state and writes
+// the state back with an expiry, deciding nothing.
+var clockScript = redis.NewScript("local t = redis.call('TIME') redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], t[1], 'PX', ARGV[1]) return 1")
+
 // contenders returns every limiter and baseline of the comparison, in table
 // order. All of them share one go-redis client.
 func contenders() []contender {
@@ -284,6 +289,18 @@ func contenders() []contender {
 				return func() decideFunc {
 					return func(key string) (bool, error) {
 						return true, bareScript.Run(ctx, client, []string{key}, 60_000).Err()
+					}
+				}, nil
+			},
+		},
+		{
+			name: "bare TIME+GET+SET", module: "github.com/redis/go-redis/v9",
+			setup:     "`clockScript.Run(ctx, client, []string{key}, 60000)`, go-redis EVALSHA of `local t = redis.call('TIME') redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], t[1], 'PX', ARGV[1]) return 1`",
+			algorithm: "read clock and state, write state, no decision", kind: kindBaseline,
+			open: func(ctx context.Context, client *redis.Client, _ int) (func() decideFunc, error) {
+				return func() decideFunc {
+					return func(key string) (bool, error) {
+						return true, clockScript.Run(ctx, client, []string{key}, 60_000).Err()
 					}
 				}, nil
 			},

@@ -298,6 +298,11 @@ var notes = []string{
 		"allows for; on 100,000 keys each key is cold and every decision passes through.",
 	"The bare script is not a limiter: it counts and never denies. It is the floor for a decision " +
 		"made by one script call through go-redis; PING is the floor for any round trip.",
+	"bare TIME+GET+SET decides nothing either: it reads Redis's clock and one key and writes the key " +
+		"back with an expiry, the least that a script must do which, like ratekit's, reads the " +
+		"server's clock and keeps a state it computes from it (a counter's INCR does both its read " +
+		"and its write in one command and needs no clock). It shows how much of ratekit's distance " +
+		"to the bare script those duties alone account for.",
 	"ratekit's sliding-window log keeps one sorted-set member per admitted unit over the last " +
 		"period; at the throughput runs' limit that is every call of the last minute, so on the hot " +
 		"key it works on a set of up to a minute of traffic.",
