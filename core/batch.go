@@ -390,14 +390,19 @@ type mergedCall struct {
 // merge finds the calls of batch that can share a script call: calls of one
 // script that has a many variant, whose keys are on one server, or share
 // a hash tag (and so a Cluster slot). It gives each group of two or more a
-// mergedCall, in order of their first calls, and returns them.
+// mergedCall, and returns them.
 func (b *batcher) merge(batch []*batchCall) []*mergedCall {
 	type groupKey struct {
 		sc  *script
 		tag string
 	}
+	// a group's first call is remembered by index; a mergedCall is made
+	// only once a second call joins it, so that calls with nothing to share
+	// (distinct identities on a Cluster) cost no more than a map entry
 	var (
-		groups map[groupKey]*mergedCall
+		groups map[groupKey]int
+		firsts []*batchCall
+		ms     []*mergedCall
 		order  []*mergedCall
 	)
 	for _, c := range batch {
@@ -409,21 +414,22 @@ func (b *batcher) merge(batch []*batchCall) []*mergedCall {
 			gk.tag = hashTag(c.args[3].(string))
 		}
 		if groups == nil {
-			groups = make(map[groupKey]*mergedCall)
+			groups = make(map[groupKey]int)
 		}
-		m := groups[gk]
-		if m == nil {
-			m = &mergedCall{sc: c.sc.many}
-			groups[gk] = m
-			order = append(order, m)
+		i, ok := groups[gk]
+		switch {
+		case !ok:
+			groups[gk] = len(firsts)
+			firsts = append(firsts, c)
+			ms = append(ms, nil)
+		case ms[i] == nil:
+			ms[i] = &mergedCall{sc: c.sc.many, calls: []*batchCall{firsts[i], c}}
+			order = append(order, ms[i])
+		default:
+			ms[i].calls = append(ms[i].calls, c)
 		}
-		m.calls = append(m.calls, c)
 	}
-	merged := order[:0]
 	for _, m := range order {
-		if len(m.calls) < 2 {
-			continue
-		}
 		costs := false
 		for _, c := range m.calls {
 			costs = costs || len(c.args) > 4
@@ -443,9 +449,8 @@ func (b *batcher) merge(batch []*batchCall) []*mergedCall {
 				}
 			}
 		}
-		merged = append(merged, m)
 	}
-	return merged
+	return order
 }
 
 // answer hands each call of m its reply from m's.
