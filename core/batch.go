@@ -332,12 +332,7 @@ func (b *batcher) flush(batch []*batchCall) {
 		if c.merged != nil {
 			continue
 		}
-		switch cmd := c.cmd.(type) {
-		case *redis.IntCmd:
-			c.ireply, c.err = cmd.Result()
-		case *redis.StringCmd:
-			c.sreply, c.err = cmd.Result()
-		}
+		c.ireply, c.sreply, c.err = scriptReply(c.cmd)
 		c.cmd = nil
 	}
 	for _, m := range merged {
@@ -376,6 +371,20 @@ func newScriptCmd(ctx context.Context, sc *script, args []any) redis.Cmder {
 	}
 	cmd.SetFirstKeyPos(3)
 	return cmd
+}
+
+// scriptReply returns the reply of a command made by newScriptCmd for a
+// one-key script: the integer or the string it answered, or its error.
+func scriptReply(cmd redis.Cmder) (int64, string, error) {
+	switch cmd := cmd.(type) {
+	case *redis.IntCmd:
+		n, err := cmd.Result()
+		return n, "", err
+	case *redis.StringCmd:
+		s, err := cmd.Result()
+		return 0, s, err
+	}
+	return 0, "", fmt.Errorf("%w: %T command", ErrMalformedReply, cmd)
 }
 
 // mergedCall is one script call that decides several calls of a batch:

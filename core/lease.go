@@ -69,8 +69,8 @@ type LeaseOption func(*LeasingStore)
 // place of the default of 1/64 of the limit's capacity (see
 // [LeasingStore.LeaseSize]). A lease takes no more than the key's demand (its
 // decisions in the current or the previous hold interval, whichever is
-// more) and no more than the limit's capacity. n below
-// 1 is taken as 1, which leases nothing.
+// more) and no more than the limit's capacity. n below 1 is taken as 1,
+// which leases nothing.
 func WithLeaseSize(n int) LeaseOption { return func(s *LeasingStore) { s.size = max(1, n) } }
 
 const (

@@ -259,22 +259,9 @@ func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results [
 func (s *RedisStore) eval(ctx context.Context, sc *script, args []any) (int64, string, error) {
 	args[0], args[1] = "evalsha", sc.sha
 	for {
-		var (
-			ireply int64
-			sreply string
-			err    error
-		)
-		if sc.intReply {
-			cmd := redis.NewIntCmd(ctx, args...)
-			cmd.SetFirstKeyPos(3)
-			err = s.proc.Process(ctx, cmd)
-			ireply = cmd.Val()
-		} else {
-			cmd := redis.NewStringCmd(ctx, args...)
-			cmd.SetFirstKeyPos(3)
-			err = s.proc.Process(ctx, cmd)
-			sreply = cmd.Val()
-		}
+		cmd := newScriptCmd(ctx, sc, args)
+		_ = s.proc.Process(ctx, cmd)
+		ireply, sreply, err := scriptReply(cmd)
 		if err == nil || args[0] == "eval" || !redis.HasErrorPrefix(err, "NOSCRIPT") {
 			return ireply, sreply, err
 		}
