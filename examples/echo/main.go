@@ -22,16 +22,9 @@ import (
 func main() { app.Main("echo", newServer) }
 
 func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
-	// The default rule on every route but /healthz and /metrics, served or
-	// not (a request no route matches has no Path).
+	// The default rule on every route but /healthz and /metrics, served or not.
 	perClient, err := echolimit.New(limiter, rules.Default,
-		echolimit.WithSkipper(func(c echo.Context) bool {
-			path := c.Path()
-			if path == "" {
-				path = c.Request().URL.Path
-			}
-			return app.Unlimited(path)
-		}))
+		echolimit.WithSkipper(func(c echo.Context) bool { return app.UnlimitedRoute(c.Path(), c.Request().URL.Path) }))
 	if err != nil {
 		return nil, err
 	}

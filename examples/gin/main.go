@@ -22,16 +22,9 @@ import (
 func main() { app.Main("gin", newServer) }
 
 func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
-	// The default rule on every route but /healthz and /metrics, served or
-	// not (a request no route matches has no FullPath).
+	// The default rule on every route but /healthz and /metrics, served or not.
 	perClient, err := ginlimit.New(limiter, rules.Default,
-		ginlimit.WithSkip(func(c *gin.Context) bool {
-			path := c.FullPath()
-			if path == "" {
-				path = c.Request.URL.Path
-			}
-			return app.Unlimited(path)
-		}))
+		ginlimit.WithSkip(func(c *gin.Context) bool { return app.UnlimitedRoute(c.FullPath(), c.Request.URL.Path) }))
 	if err != nil {
 		return nil, err
 	}

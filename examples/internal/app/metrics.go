@@ -18,6 +18,16 @@ const MetricsPath = "/metrics"
 // which health checks and Prometheus call on their own schedule.
 func Unlimited(path string) bool { return path == HealthzPath || path == MetricsPath }
 
+// UnlimitedRoute is Unlimited for routers that report the route a request
+// matched: it judges route, or urlPath when no route matched (route ""), so
+// that /metrics is never limited, served or not.
+func UnlimitedRoute(route, urlPath string) bool {
+	if route == "" {
+		route = urlPath
+	}
+	return Unlimited(route)
+}
+
 // newMetrics returns a Collector for the app's Limiter, and the /metrics
 // handler that serves it, with the Go runtime's and the process's metrics,
 // from a registry of its own.
