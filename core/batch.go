@@ -117,7 +117,6 @@ func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
 		b.recycle(c)
 		return 0, "", ErrClosed
 	}
-	var batch []*batchCall
 	if b.inflight < b.parallel && len(b.pending) == 0 && b.maxWait == 0 {
 		// idle: c goes out at once, in a pipeline of its own
 		b.inflight++
@@ -127,20 +126,7 @@ func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
 		b.lead(c.alone[:], c)
 		return b.reply(c)
 	}
-	c.state = callQueued
-	b.pending = append(b.pending, c)
-	if b.inflight < b.parallel {
-		b.inflight++
-		if b.maxWait > 0 {
-			b.mu.Unlock()
-			t := time.NewTimer(b.maxWait)
-			<-t.C
-			b.mu.Lock()
-		}
-		batch = b.take()
-	}
-	b.mu.Unlock()
-	if batch != nil {
+	if batch := b.enqueue(ctx, c); batch != nil {
 		lead := leaderOf(batch)
 		if lead == c {
 			b.lead(batch, c)
@@ -149,39 +135,81 @@ func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
 		lead.lead = batch
 		lead.done <- struct{}{}
 	}
+	return b.await(ctx, c)
+}
+
+// enqueue queues c, called with b.mu held, and returns with it released.
+// When a pipeline slot is free, it takes the slot and returns the batch to
+// send, after holding it open up to maxWait (less if ctx ends first); a
+// slot whose calls others sent meanwhile is given back.
+func (b *batcher) enqueue(ctx context.Context, c *batchCall) []*batchCall {
+	c.state = callQueued
+	b.pending = append(b.pending, c)
+	if b.inflight >= b.parallel {
+		b.mu.Unlock()
+		return nil
+	}
+	b.inflight++
+	if b.maxWait > 0 {
+		b.mu.Unlock()
+		t := time.NewTimer(b.maxWait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		b.mu.Lock()
+	}
+	batch := b.take()
+	if batch == nil {
+		b.release()
+	}
+	b.mu.Unlock()
+	return batch
+}
+
+// await waits for c's answer, or for a batch it is to lead, until ctx
+// ends.
+func (b *batcher) await(ctx context.Context, c *batchCall) (int64, string, error) {
 	select {
 	case <-c.done:
 	case <-ctx.Done():
-		b.mu.Lock()
-		if c.state == callQueued {
-			b.remove(c)
-			b.mu.Unlock()
-			b.recycle(c)
-			return 0, "", ctx.Err()
-		}
-		if b.inflight == 0 {
-			// every pipeline is answered: so is c, and it leads none
-			b.mu.Unlock()
-			return 0, "", ctx.Err()
-		}
-		// c is in a pipeline: a goroutine of its own waits for its
-		// answer, or for the batch it is to lead, and c is not reused.
-		// Added under b.mu while a slot is taken, so before close waits.
-		b.wg.Add(1)
-		b.mu.Unlock()
-		go func() {
-			defer b.wg.Done()
-			<-c.done
-			if c.lead != nil {
-				b.lead(c.lead, c)
-			}
-		}()
+		b.abandon(c)
 		return 0, "", ctx.Err()
 	}
 	if c.lead != nil {
 		b.lead(c.lead, c)
 	}
 	return b.reply(c)
+}
+
+// abandon gives up on c for a caller whose context ended: a queued call
+// leaves the queue; a call in a pipeline gets a goroutine of its own that
+// waits for its answer, or for the batch it is to lead, and c is not
+// reused.
+func (b *batcher) abandon(c *batchCall) {
+	b.mu.Lock()
+	if c.state == callQueued {
+		b.remove(c)
+		b.mu.Unlock()
+		b.recycle(c)
+		return
+	}
+	if b.inflight == 0 {
+		// every pipeline is answered: so is c, and it leads none
+		b.mu.Unlock()
+		return
+	}
+	// Added under b.mu while a slot is taken, so before close waits.
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		<-c.done
+		if c.lead != nil {
+			b.lead(c.lead, c)
+		}
+	}()
 }
 
 // reply returns c's answer and recycles c.
@@ -264,16 +292,22 @@ func (b *batcher) lead(batch []*batchCall, self *batchCall) {
 		next = b.take()
 	}
 	if next == nil {
-		b.inflight--
-		if b.closed && b.inflight == 0 {
-			b.idle.Broadcast()
-		}
+		b.release()
 	}
 	b.mu.Unlock()
 	if next != nil {
 		lead := leaderOf(next)
 		lead.lead = next
 		lead.done <- struct{}{}
+	}
+}
+
+// release frees a pipeline slot, under b.mu, and wakes Close when it was
+// the last one.
+func (b *batcher) release() {
+	b.inflight--
+	if b.closed && b.inflight == 0 {
+		b.idle.Broadcast()
 	}
 }
 
@@ -439,27 +473,34 @@ func (b *batcher) merge(batch []*batchCall) []*mergedCall {
 		}
 	}
 	for _, m := range order {
-		costs := false
-		for _, c := range m.calls {
-			costs = costs || len(c.args) > 4
-		}
-		m.args = make([]any, 3, 3+2*len(m.calls))
-		m.args[0], m.args[1], m.args[2] = "evalsha", m.sc.sha, len(m.calls)
-		for _, c := range m.calls {
-			m.args = append(m.args, c.args[3])
-			c.merged = m
-		}
-		if costs {
-			for _, c := range m.calls {
-				if len(c.args) > 4 {
-					m.args = append(m.args, c.args[4])
-				} else {
-					m.args = append(m.args, 1)
-				}
-			}
-		}
+		m.build()
 	}
 	return order
+}
+
+// build writes m's EVALSHA arguments: every call's key, then, if any call
+// has a cost above 1, every call's cost; and marks the calls merged in m.
+func (m *mergedCall) build() {
+	costs := false
+	for _, c := range m.calls {
+		costs = costs || len(c.args) > 4
+	}
+	m.args = make([]any, 3, 3+2*len(m.calls))
+	m.args[0], m.args[1], m.args[2] = "evalsha", m.sc.sha, len(m.calls)
+	for _, c := range m.calls {
+		m.args = append(m.args, c.args[3])
+		c.merged = m
+	}
+	if !costs {
+		return
+	}
+	for _, c := range m.calls {
+		if len(c.args) > 4 {
+			m.args = append(m.args, c.args[4])
+		} else {
+			m.args = append(m.args, 1)
+		}
+	}
 }
 
 // answer hands each call of m its reply from m's.

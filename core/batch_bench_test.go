@@ -33,7 +33,7 @@ func BenchmarkBatchLatency(b *testing.B) {
 			b.Fatalf("RATEKIT_BENCH_BATCHING=%q: %v", v, err)
 		}
 	}
-	batched := core.NewRedisStore(client, core.WithBatching(maxBatch, parallel, 0))
+	batched := core.MustRedisStore(client, core.WithBatching(core.Batching{MaxBatch: maxBatch, Parallel: parallel, MaxWait: 0}))
 	b.Cleanup(func() { batched.Close() })
 	// a limit no run reaches: every call is an allowed decision and a write
 	limit := core.PerSecond(core.MaxRate)
@@ -47,7 +47,7 @@ func BenchmarkBatchLatency(b *testing.B) {
 		for _, g := range benchGoroutines {
 			b.Run(fmt.Sprintf("batched/%s/g=%d", ks.name, g), func(b *testing.B) {
 				runLatency(b, g, func(i int) error {
-					_, err := batched.AllowN(ctx, gk[i%len(gk)], limit, 1)
+					_, err := core.AllowOne(batched, ctx, gk[i%len(gk)], limit, 1)
 					return err
 				})
 			})

@@ -21,7 +21,7 @@ import (
 func TestBatchingNoScript(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client(t)
-	s := core.NewRedisStore(c, core.WithBatching(64, 2, 0))
+	s := core.MustRedisStore(c, core.WithBatching(core.Batching{MaxBatch: 64, Parallel: 2, MaxWait: 0}))
 	defer s.Close()
 	ctx := context.Background()
 	limit := core.PerHour(1000)
@@ -34,7 +34,7 @@ func TestBatchingNoScript(t *testing.T) {
 		for range 50 {
 			wg.Go(func() {
 				key := uniqueKey(t, "noscript")
-				if r, err := s.AllowN(ctx, key, limit, 1); err != nil || !r.Allowed {
+				if r, err := core.AllowOne(s, ctx, key, limit, 1); err != nil || !r.Allowed {
 					failed.Add(1)
 				}
 			})
@@ -51,7 +51,7 @@ func TestBatchingNoScript(t *testing.T) {
 func TestBatchingExact(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client(t)
-	s := core.NewRedisStore(c, core.WithBatching(0, 0, 0))
+	s := core.MustRedisStore(c, core.WithBatching(core.Batching{MaxBatch: 0, Parallel: 0, MaxWait: 0}))
 	defer s.Close()
 	for _, alg := range algorithms {
 		key := uniqueKey(t, "batch-"+alg.String())
@@ -61,7 +61,7 @@ func TestBatchingExact(t *testing.T) {
 		for range 256 {
 			wg.Go(func() {
 				for range 4 {
-					r, err := s.AllowN(context.Background(), key, limit, 1)
+					r, err := core.AllowOne(s, context.Background(), key, limit, 1)
 					if err != nil {
 						t.Error(err)
 						return
@@ -85,15 +85,15 @@ func TestBatchingClose(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client(t)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	s := core.NewRedisStore(c, core.WithBatching(0, 0, 0))
+	s := core.MustRedisStore(c, core.WithBatching(core.Batching{MaxBatch: 0, Parallel: 0, MaxWait: 0}))
 	key := uniqueKey(t, "close")
-	if _, err := s.Allow(context.Background(), key, core.PerHour(10)); err != nil {
+	if _, err := core.AllowOne(s, context.Background(), key, core.PerHour(10), 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Allow(context.Background(), key, core.PerHour(10)); !errors.Is(err, core.ErrClosed) {
+	if _, err := core.AllowOne(s, context.Background(), key, core.PerHour(10), 1); !errors.Is(err, core.ErrClosed) {
 		t.Fatalf("after Close: err = %v, want ErrClosed", err)
 	}
 	if err := s.Close(); err != nil {
@@ -109,7 +109,7 @@ func TestBatchingContextEnds(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client(t)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	s := core.NewRedisStore(c, core.WithBatching(8, 2, 0))
+	s := core.MustRedisStore(c, core.WithBatching(core.Batching{MaxBatch: 8, Parallel: 2, MaxWait: 0}))
 	limit := core.PerHour(1_000_000)
 	var wg sync.WaitGroup
 	for i := range 128 {
@@ -117,14 +117,14 @@ func TestBatchingContextEnds(t *testing.T) {
 			key := uniqueKey(t, "ctx")
 			for j := range 20 {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration((i+j)%7)*50*time.Microsecond)
-				_, err := s.Allow(ctx, key, limit)
+				_, err := core.AllowOne(s, ctx, key, limit, 1)
 				cancel()
 				if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 					t.Errorf("err = %v, want nil or the context's error", err)
 					return
 				}
 			}
-			if _, err := s.Allow(context.Background(), key, limit); err != nil {
+			if _, err := core.AllowOne(s, context.Background(), key, limit, 1); err != nil {
 				t.Errorf("after the ended contexts: %v", err)
 			}
 		})
@@ -157,7 +157,7 @@ func TestBatchingMerged(t *testing.T) {
 			}
 			var merged, evals atomic.Int64
 			tc.client.AddHook(countMerged{&merged, &evals})
-			s := core.NewRedisStore(tc.client, core.WithBatching(64, 1, 2*time.Millisecond))
+			s := core.MustRedisStore(tc.client, core.WithBatching(core.Batching{MaxBatch: 64, Parallel: 1, MaxWait: 2 * time.Millisecond}))
 			defer s.Close()
 			const burst, ids = 20, 4
 			gcra := core.PerHour(burst)
@@ -183,7 +183,7 @@ func TestBatchingMerged(t *testing.T) {
 						if g%16 == 5 && j == 0 {
 							cost = burst + 1
 						}
-						r, err := s.AllowN(ctx, gkeys[id], gcra, cost)
+						r, err := core.AllowOne(s, ctx, gkeys[id], gcra, cost)
 						if err != nil {
 							t.Error(err)
 							return
@@ -191,7 +191,7 @@ func TestBatchingMerged(t *testing.T) {
 						if cost > burst && (r.Allowed || !r.Never()) {
 							t.Errorf("cost %d over burst %d: %+v, want denied, never", cost, burst, r)
 						}
-						f, err := s.AllowN(ctx, fkeys[id], fixed, 1)
+						f, err := core.AllowOne(s, ctx, fkeys[id], fixed, 1)
 						if err != nil {
 							t.Error(err)
 							return

@@ -22,7 +22,7 @@ func benchKeys(b *testing.B, prefix string, n int) []string {
 	keys := make([]string, n)
 	seen := make(map[string]struct{}, n)
 	for i := range keys {
-		k, err := core.Key(prefix, "rule", fmt.Sprintf("ip:10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
+		k, err := core.KeyOf(prefix, "rule", fmt.Sprintf("ip:10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -88,16 +88,16 @@ func BenchmarkStore(b *testing.B) {
 	srv := redistest.StartServer(b)
 	client := srv.Client(b, func(o *redis.Options) { o.PoolSize = 256 })
 	ctx := context.Background()
-	mem := core.NewMemoryStore()
+	mem := core.MustMemoryStore()
 	b.Cleanup(func() { mem.Close() })
-	batchedStore := core.NewRedisStore(client, core.WithBatching(0, 0, 0))
+	batchedStore := core.MustRedisStore(client, core.WithBatching(core.Batching{MaxBatch: 0, Parallel: 0, MaxWait: 0}))
 	b.Cleanup(func() { batchedStore.Close() })
-	leased := core.NewLeasingStore(core.NewRedisStore(client))
+	leased := core.MustLeasingStore(core.MustRedisStore(client))
 	b.Cleanup(func() { leased.Close() })
 	stores := []struct {
 		name  string
 		store core.Store
-	}{{"memory", mem}, {"redis", core.NewRedisStore(client)}, {"redis-batched", batchedStore}, {"redis-leased", leased}}
+	}{{"memory", mem}, {"redis", core.MustRedisStore(client)}, {"redis-batched", batchedStore}, {"redis-leased", leased}}
 	type keySet struct {
 		name string
 		keys []string
@@ -124,7 +124,7 @@ func BenchmarkStore(b *testing.B) {
 				for _, g := range benchGoroutines {
 					b.Run(fmt.Sprintf("%s/%s/%s/g=%d", st.name, alg, ks.name, g), func(b *testing.B) {
 						runConcurrent(b, g, func(i int) (bool, error) {
-							r, err := st.store.AllowN(ctx, ks.keys[i%len(ks.keys)], limit, 1)
+							r, err := core.AllowOne(st.store, ctx, ks.keys[i%len(ks.keys)], limit, 1)
 							return r.Allowed, err
 						})
 					})

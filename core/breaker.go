@@ -1,10 +1,8 @@
 package core
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,11 +41,12 @@ func (s BreakerState) String() string {
 	return "breaker-state(" + strconv.Itoa(int(s)) + ")"
 }
 
-// Breaker defaults; see [WithBreaker].
+// Breaker defaults; see [BreakerConfig].
 const (
 	defaultBreakerFailures   = 5
 	defaultBreakerBackoff    = 100 * time.Millisecond
 	defaultBreakerMaxBackoff = time.Second
+	maxBreakerFailures       = 1 << 30
 )
 
 // probeJitter spreads each wait for a probe over ±50% of its base, so
@@ -59,65 +58,110 @@ const probeJitter = 0.5
 // breaker was open, without calling the store.
 var ErrBreakerOpen = errors.New("ratekit: circuit breaker open")
 
-// breaker counts consecutive store failures and holds the state that the
-// Limiter's prober moves. Reads on the request path are atomic loads.
-type breaker struct {
-	state     atomic.Int32 // BreakerState
-	failures  atomic.Int32 // consecutive failed store calls while closed
-	threshold int32
-	backoff   time.Duration
-	max       time.Duration
+// resolve returns b with its defaults filled in, or an error for a bad
+// value.
+func (b BreakerConfig) resolve() (BreakerConfig, error) {
+	if b.Failures < 0 || b.Failures > maxBreakerFailures || b.Backoff < 0 || b.MaxBackoff < 0 {
+		return b, fmt.Errorf("ratekit: WithBreaker(%+v): want Failures from 0 to %d and no negative duration", b, maxBreakerFailures)
+	}
+	if b.Failures == 0 {
+		b.Failures = defaultBreakerFailures
+	}
+	if b.Backoff == 0 {
+		b.Backoff = defaultBreakerBackoff
+	}
+	if b.MaxBackoff == 0 {
+		b.MaxBackoff = max(defaultBreakerMaxBackoff, b.Backoff)
+	}
+	if b.MaxBackoff < b.Backoff {
+		return b, fmt.Errorf("ratekit: WithBreaker: MaxBackoff %v is shorter than Backoff %v", b.MaxBackoff, b.Backoff)
+	}
+	return b, nil
+}
 
-	nextProbe atomic.Int64          // mono time of the next probe, while not closed
+// breaker is a circuit breaker: it counts consecutive store failures,
+// opens after enough of them, and moves between open, half-open and closed
+// as its owner's probes fail or succeed. It reads no clock: callers pass
+// the time, in ns of a monotonic clock. Reads on the request path are
+// atomic loads; transitions are serialised, and each calls onChange under
+// the breaker's lock, so changes are reported one at a time and in order.
+type breaker struct {
+	cfg      BreakerConfig
+	onChange func(breakerChange) // may be nil
+
+	state     atomic.Int32          // BreakerState
+	failures  atomic.Int32          // consecutive failed store calls while closed
+	nextProbe atomic.Int64          // time of the next probe, while not closed
 	openErr   atomic.Pointer[error] // fail-closed error while not closed
 
-	mu         sync.Mutex // serialises transitions and the calls of their hook
-	openedAt   int64      // mono time the breaker last opened
-	probes     int        // failed probes since then
-	openLogged bool       // the last opening was logged: so is the closing
+	mu       sync.Mutex // serialises transitions and the calls of onChange
+	openedAt int64      // time the breaker last opened
+	probes   int        // failed probes since then
 }
 
 func (b *breaker) current() BreakerState { return BreakerState(b.state.Load()) }
 
-// BreakerState returns the state of the Limiter's circuit breaker.
-func (l *Limiter) BreakerState() BreakerState { return l.brk.current() }
+// closed reports whether store calls may go out.
+func (b *breaker) closed() bool { return b.current() == BreakerClosed }
 
 // succeeded records a store call that answered.
-func (l *Limiter) succeeded() {
-	if l.brk.failures.Load() != 0 {
-		l.brk.failures.Store(0)
+func (b *breaker) succeeded() {
+	if b.failures.Load() != 0 {
+		b.failures.Store(0)
 	}
 }
 
-// failed records a store call that failed with err, and opens the breaker
-// after enough of them in a row.
-func (l *Limiter) failed(err error) {
-	l.report(err)
-	if l.brk.failures.Add(1) >= l.brk.threshold && l.brk.current() == BreakerClosed {
-		l.trip(err)
+// failed records a store call that failed with err at now, and reports
+// whether this failure opened the breaker: the caller then starts probing.
+func (b *breaker) failed(err error, now int64) bool {
+	if b.failures.Add(1) < int32(b.cfg.Failures) || !b.closed() {
+		return false
 	}
-}
-
-// trip opens a closed breaker and starts the prober that will close it.
-func (l *Limiter) trip(err error) {
-	b := &l.brk
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.current() != BreakerClosed {
-		return
+	if !b.closed() {
+		return false
 	}
-	now := l.mono()
 	b.openedAt, b.probes = now, 0
 	b.setOpenErr(err)
-	b.nextProbe.Store(now + int64(b.backoff))
+	b.nextProbe.Store(now + int64(b.cfg.Backoff))
 	b.state.Store(int32(BreakerOpen))
-	l.breakerChanged(BreakerClosed, BreakerOpen, err)
+	b.changed(BreakerClosed, BreakerOpen, err)
+	return true
+}
 
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	if !l.closed { // after Close, an open breaker stays open
-		l.wg.Add(1)
-		go l.probe()
+// transition moves the breaker from one state to another, if it is still
+// in from, and reports whether it did. cause is the error of a failed
+// probe.
+func (b *breaker) transition(from, to BreakerState, cause error) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.current() != from {
+		return false
+	}
+	switch {
+	case to == BreakerClosed:
+		b.failures.Store(0)
+	case to == BreakerOpen && cause != nil:
+		b.setOpenErr(cause)
+		b.probes++
+	}
+	b.state.Store(int32(to))
+	b.changed(from, to, cause)
+	return true
+}
+
+// breakerChange is one change of a breaker's state, as onChange hears it.
+type breakerChange struct {
+	from, to BreakerState
+	cause    error // the store's error, when a failure opened the breaker
+	openedAt int64 // when the breaker last opened
+	probes   int   // probes failed since
+}
+
+func (b *breaker) changed(from, to BreakerState, cause error) {
+	if b.onChange != nil {
+		b.onChange(breakerChange{from: from, to: to, cause: cause, openedAt: b.openedAt, probes: b.probes})
 	}
 }
 
@@ -135,169 +179,31 @@ func (b *breaker) openError() error {
 	return fmt.Errorf("%w: %w", ErrUnavailable, ErrBreakerOpen)
 }
 
-// transition moves the breaker from one state to another, if it is still in
-// from. cause is the error of a failed probe.
-func (l *Limiter) transition(from, to BreakerState, cause error) {
-	b := &l.brk
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.current() != from {
-		return
+// retryAfter is the wait a fail-closed denial at now asks for: until the
+// breaker's next probe, and at least a second.
+func (b *breaker) retryAfter(now int64) time.Duration {
+	retry := time.Second
+	if !b.closed() {
+		retry = max(retry, time.Duration(b.nextProbe.Load()-now))
 	}
-	switch {
-	case to == BreakerClosed:
-		// Redis may have restarted empty: what it denied before may no
-		// longer be denied.
-		l.denied.clear()
-		b.failures.Store(0)
-	case to == BreakerOpen && cause != nil:
-		b.setOpenErr(cause)
-		b.probes++
-	}
-	b.state.Store(int32(to))
-	l.breakerChanged(from, to, cause)
+	return retry
 }
 
-// probe runs while the breaker is not closed: it waits a backoff with
-// jitter, probes the store with one call, and closes the breaker when the
-// call succeeds. There is one prober at a time, so one probe at a time.
-func (l *Limiter) probe() {
-	defer l.wg.Done()
-	b := &l.brk
-	bo := backoff.ExponentialBackOff{
+// schedule returns the waits between probes: b.cfg.Backoff doubling up to
+// b.cfg.MaxBackoff, each drawn within ±probeJitter of its base and never
+// above MaxBackoff.
+func (b *breaker) schedule() *backoff.ExponentialBackOff {
+	bo := &backoff.ExponentialBackOff{
 		RandomizationFactor: probeJitter,
 		Multiplier:          2,
 		// the base stops growing where base × (1 + jitter) reaches the
 		// maximum, so that no wait exceeds it
-		MaxInterval: time.Duration(float64(b.max) / (1 + probeJitter)),
+		MaxInterval: time.Duration(float64(b.cfg.MaxBackoff) / (1 + probeJitter)),
 	}
-	bo.InitialInterval = min(b.backoff, bo.MaxInterval)
+	bo.InitialInterval = min(b.cfg.Backoff, bo.MaxInterval)
 	bo.Reset()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		wait := bo.NextBackOff()
-		b.nextProbe.Store(l.mono() + int64(wait))
-		timer.Reset(wait)
-		select {
-		case <-l.stop:
-			return
-		case <-timer.C:
-		}
-		l.transition(BreakerOpen, BreakerHalfOpen, nil)
-		err := l.probeOnce()
-		select {
-		case <-l.stop: // the probe may have failed because of Close
-			return
-		default:
-		}
-		if err == nil {
-			l.transition(BreakerHalfOpen, BreakerClosed, nil)
-			return
-		}
-		l.report(err)
-		l.transition(BreakerHalfOpen, BreakerOpen, err)
-	}
+	return bo
 }
 
-// probeOnce makes one store call, under the same deadline as a request's.
-// It writes one key with a 1 ms expiry, which no rule's key can equal.
-func (l *Limiter) probeOnce() error {
-	ctx, cancel := context.WithTimeout(l.stopCtx, l.timeout)
-	defer cancel()
-	// The prober is counted in wg, so wg cannot be waited to zero here.
-	l.wg.Add(1)
-	t0 := l.mono()
-	_, err := l.spawn(ctx, l.probeChecks, 1)
-	if err != nil && ctx.Err() != nil && l.stopCtx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		err = l.timeoutErr
-	}
-	if l.observer != nil && l.stopCtx.Err() == nil {
-		l.observer.StoreCalled(time.Duration(l.mono()-t0), err)
-	}
-	return err
-}
-
-// probeLimit is the limit of the probe's key: it never denies, and its key
-// expires a millisecond after the probe.
-var probeLimit = Limit{Rate: MaxRate, Period: time.Second, Burst: MaxRate}
-
-// probeKey returns the probe's storage key: the prefix and a hash tag,
-// where every rule's key has a rule name, which is never empty, before ":{".
-func probeKey(prefix string) string { return prefix + "{ratekit-probe}" }
-
-// breakerChanged calls the hook and logs a change of state: an opening at
-// most once per logEvery (a flapping breaker must not flood the log), and
-// the closing of each opening logged. The caller holds brk.mu, so calls
-// happen one at a time and in order.
-func (l *Limiter) breakerChanged(from, to BreakerState, cause error) {
-	if l.onBreaker != nil {
-		l.onBreaker(from, to)
-	}
-	if l.observer != nil {
-		l.observer.BreakerChanged(from, to)
-	}
-	if l.logger == nil {
-		return
-	}
-	b := &l.brk
-	now := l.mono()
-	switch {
-	case from == BreakerClosed && to == BreakerOpen:
-		ok, suppressed := l.breakerLog.take(now)
-		b.openLogged = ok
-		if !ok {
-			return
-		}
-		l.logger.LogAttrs(context.Background(), slog.LevelWarn,
-			"ratekit: circuit breaker open: deciding without the store until a probe succeeds",
-			slog.Int("consecutive_failures", int(b.threshold)),
-			slog.String("policy", l.policy.String()),
-			slog.Any("error", cause),
-			slog.Int64("suppressed", suppressed))
-	case to == BreakerClosed && b.openLogged:
-		l.logger.LogAttrs(context.Background(), slog.LevelWarn,
-			"ratekit: circuit breaker closed: the store answers again",
-			slog.Duration("outage", time.Duration(now-b.openedAt)),
-			slog.Int("failed_probes", b.probes))
-	}
-}
-
-// logEvery is the least time between two log lines of one kind, so that an
-// outage cannot flood the log.
-const logEvery = time.Second
-
-// logBudget lets one log line through per logEvery and counts the others.
-type logBudget struct {
-	next       atomic.Int64 // mono time from which the next line may go out
-	suppressed atomic.Int64
-}
-
-// take reports whether a line may go out at now and, if so, how many were
-// suppressed since the last one.
-func (b *logBudget) take(now int64) (ok bool, suppressed int64) {
-	next := b.next.Load()
-	if now < next || !b.next.CompareAndSwap(next, now+int64(logEvery)) {
-		b.suppressed.Add(1)
-		return false, 0
-	}
-	return true, b.suppressed.Swap(0)
-}
-
-// report passes a failed store call's error to the hook and, at most once
-// per logEvery, to the log.
-func (l *Limiter) report(err error) {
-	if l.onError != nil {
-		l.onError(err)
-	}
-	if l.logger == nil {
-		return
-	}
-	if ok, suppressed := l.errLog.take(l.mono()); ok {
-		l.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratekit: store call failed",
-			slog.Any("error", err),
-			slog.String("policy", l.policy.String()),
-			slog.String("breaker", l.brk.current().String()),
-			slog.Int64("suppressed", suppressed))
-	}
-}
+// probing records, at now, that the next probe comes after wait.
+func (b *breaker) probing(now int64, wait time.Duration) { b.nextProbe.Store(now + int64(wait)) }

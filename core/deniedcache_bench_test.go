@@ -17,7 +17,7 @@ import (
 // claims: no script call for the cache, one per decision for Redis.
 func BenchmarkDeniedCache(b *testing.B) {
 	srv := redistest.StartServer(b)
-	store := NewRedisStore(srv.Client(b))
+	store := MustRedisStore(srv.Client(b))
 	cached, err := NewLimiter(store)
 	if err != nil {
 		b.Fatal(err)
@@ -43,7 +43,7 @@ func BenchmarkDeniedCache(b *testing.B) {
 		}
 		groups[i] = []Check{{Key: k, Limit: limit}}
 		for range 2 { // spend the hour's unit, then get denied (and cached)
-			if _, err := cached.decide(ctx, groups[i], 1, results); err != nil {
+			if _, err := cached.decideGroup(ctx, groups[i], 1, results); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -61,7 +61,7 @@ func BenchmarkDeniedCache(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				if _, err := l.decide(ctx, groups[i%nkeys], 1, results); err != nil || results[0].Allowed || results[0].Degraded {
+				if _, err := l.decideGroup(ctx, groups[i%nkeys], 1, results); err != nil || results[0].Allowed || results[0].Degraded {
 					b.Fatalf("not a denial from Redis: %+v, %v", results[0], err)
 				}
 				i++

@@ -63,7 +63,7 @@ func TestExactAcrossProcesses(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				awayFromMinuteEdge(5 * time.Second)
-				key, _ := core.Key("exact:", alg.String(), fmt.Sprintf("ip:%d", time.Now().UnixNano()))
+				key, _ := core.KeyOf("exact:", alg.String(), fmt.Sprintf("ip:%d", time.Now().UnixNano()))
 				startAt := time.Now().Add(300 * time.Millisecond)
 				outs := make([]bytes.Buffer, exactProcs)
 				cmds := make([]*exec.Cmd, exactProcs)
@@ -168,11 +168,11 @@ func TestExactChild(t *testing.T) {
 		client = redis.NewClient(&redis.Options{Addr: addrs[0], PoolSize: exactGoroutines})
 	}
 	defer client.Close()
-	var opts []core.RedisOption
+	var opts []core.Option
 	if os.Getenv(envBatched) == "true" {
-		opts = append(opts, core.WithBatching(0, 0, 0))
+		opts = append(opts, core.WithBatching(core.Batching{MaxBatch: 0, Parallel: 0, MaxWait: 0}))
 	}
-	store := core.NewRedisStore(client, opts...)
+	store := core.MustRedisStore(client, opts...)
 	defer store.Close()
 	limit := core.PerMinute(exactLimit).WithAlgorithm(alg)
 	key := os.Getenv(envKey)
@@ -189,7 +189,7 @@ func TestExactChild(t *testing.T) {
 	for range exactGoroutines {
 		wg.Go(func() {
 			for range exactCalls {
-				r, err := store.AllowN(ctx, key, limit, 1)
+				r, err := core.AllowOne(store, ctx, key, limit, 1)
 				if err != nil {
 					errs <- err
 					return

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 )
 
 // A Limiter over Redis keeps limiting when Redis goes away: by default it
@@ -27,7 +28,7 @@ func ExampleLimiter_Check() {
 		MaxRetries:            -1,   // no retries within the deadline
 	})
 	defer client.Close()
-	limiter, err := core.NewLimiter(core.NewRedisStore(client), core.WithTimeout(50*time.Millisecond))
+	limiter, err := core.NewLimiter(core.MustRedisStore(client), core.WithTimeout(50*time.Millisecond))
 	if err != nil {
 		panic(err)
 	}
@@ -39,7 +40,7 @@ func ExampleLimiter_Check() {
 		Limit: core.PerMinute(3),
 		Key:   func(core.Request) (string, error) { return user, nil },
 	}}
-	req := core.HTTPRequest(httptest.NewRequest("GET", "/", nil))
+	req := adapter.HTTPRequest(httptest.NewRequest("GET", "/", nil))
 	ctx := context.Background()
 	for i := 1; i <= 4; i++ {
 		d, err := limiter.Check(ctx, req, rules)
@@ -78,7 +79,7 @@ func ExampleWithFailurePolicy() {
 	m.Close() // nothing listens there any more
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
-	limiter, err := core.NewLimiter(core.NewRedisStore(client), core.WithFailurePolicy(core.FailClosed))
+	limiter, err := core.NewLimiter(core.MustRedisStore(client), core.WithFailurePolicy(core.FailClosed))
 	if err != nil {
 		panic(err)
 	}
@@ -89,7 +90,7 @@ func ExampleWithFailurePolicy() {
 		Limit: core.PerMinute(100),
 		Key:   func(core.Request) (string, error) { return "user:42", nil },
 	}}
-	d, err := limiter.Check(context.Background(), core.HTTPRequest(httptest.NewRequest("GET", "/", nil)), rules)
+	d, err := limiter.Check(context.Background(), adapter.HTTPRequest(httptest.NewRequest("GET", "/", nil)), rules)
 	fmt.Println("allowed:", d.Allowed)
 	fmt.Println("degraded:", d.Degraded())
 	fmt.Println("unavailable:", errors.Is(err, core.ErrUnavailable))

@@ -22,18 +22,17 @@ func ExampleRedisStore() {
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer client.Close()
 
-	store := core.NewRedisStore(client)
-	key, err := core.Key("rl:", "login", "ip:203.0.113.7")
+	store, err := core.NewRedisStore(client)
 	if err != nil {
 		panic(err)
 	}
-	limit := core.PerMinute(3)
+	check := []core.Check{{Key: "rl:login:{ip:203.0.113.7}", Limit: core.PerMinute(3)}}
 	for range 4 {
-		res, err := store.Allow(context.Background(), key, limit)
+		res, err := store.AllowAllN(context.Background(), check, 1)
 		if err != nil {
 			panic(err)
 		}
-		fmt.Println(res.Allowed, res.Remaining, res.RetryAfter.Round(time.Second))
+		fmt.Println(res[0].Allowed, res[0].Remaining, res[0].RetryAfter.Round(time.Second))
 	}
 	// Output:
 	// true 2 0s
@@ -53,13 +52,15 @@ func ExampleRedisStore_AllowAllN() {
 	mr.SetTime(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer client.Close()
-	store := core.NewRedisStore(client)
+	store, err := core.NewRedisStore(client)
+	if err != nil {
+		panic(err)
+	}
 
-	perSecond, _ := core.Key("rl:", "burst", "user:42")
-	perHour, _ := core.Key("rl:", "hourly", "user:42")
+	// one identity's keys share a hash tag, so they share a Cluster slot
 	checks := []core.Check{
-		{Key: perSecond, Limit: core.PerSecond(2)},
-		{Key: perHour, Limit: core.PerHour(100).WithAlgorithm(core.FixedWindow)},
+		{Key: "rl:burst:{user:42}", Limit: core.PerSecond(2)},
+		{Key: "rl:hourly:{user:42}", Limit: core.PerHour(100).WithAlgorithm(core.FixedWindow)},
 	}
 	for range 3 {
 		res, err := store.AllowAllN(context.Background(), checks, 1)
@@ -78,18 +79,22 @@ func ExampleRedisStore_AllowAllN() {
 // unit every period/rate.
 func ExampleMemoryStore() {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
-	store := core.NewMemoryStore(core.WithClock(clock.Now))
+	store, err := core.NewMemoryStore(core.WithClock(clock.Now))
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 	ctx := context.Background()
-	limit := core.PerSecond(10).WithBurst(2) // one unit every 100ms, two at once
+	// one unit every 100ms, two at once
+	check := []core.Check{{Key: "k", Limit: core.PerSecond(10).WithBurst(2)}}
 
 	for range 3 {
-		res, _ := store.Allow(ctx, "k", limit)
-		fmt.Println(res.Allowed, res.Remaining, res.RetryAfter)
+		res, _ := store.AllowAllN(ctx, check, 1)
+		fmt.Println(res[0].Allowed, res[0].Remaining, res[0].RetryAfter)
 	}
 	clock.Add(100 * time.Millisecond)
-	res, _ := store.Allow(ctx, "k", limit)
-	fmt.Println(res.Allowed, res.Remaining, res.RetryAfter)
+	res, _ := store.AllowAllN(ctx, check, 1)
+	fmt.Println(res[0].Allowed, res[0].Remaining, res[0].RetryAfter)
 	// Output:
 	// true 1 0s
 	// true 0 0s
@@ -100,19 +105,31 @@ func ExampleMemoryStore() {
 // A cost above the limit's capacity can never pass: the store says so
 // without spending anything.
 func ExampleResult_Never() {
-	store := core.NewMemoryStore()
+	store, err := core.NewMemoryStore()
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
-	res, _ := store.AllowN(context.Background(), "k", core.PerMinute(10), 11)
-	fmt.Println(res.Allowed, res.Never(), res.Remaining)
+	res, _ := store.AllowAllN(context.Background(), []core.Check{{Key: "k", Limit: core.PerMinute(10)}}, 11)
+	fmt.Println(res[0].Allowed, res[0].Never(), res[0].Remaining)
 	// Output:
 	// false true 10
 }
 
-func ExampleKey() {
-	k, _ := core.Key("rl:", "api", "ip:203.0.113.7")
+func ExampleLimiter_StorageKey() {
+	store, err := core.NewMemoryStore()
+	if err != nil {
+		panic(err)
+	}
+	limiter, err := core.NewLimiter(store, core.WithPrefix("rl:"))
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+	k, _ := limiter.StorageKey("api", "ip:203.0.113.7")
 	fmt.Println(k)
 	// an identity that tries to steer the Cluster slot is hashed
-	k, _ = core.Key("rl:", "api", "user:{victim}")
+	k, _ = limiter.StorageKey("api", "user:{victim}")
 	fmt.Println(k[:20] + "…")
 	// Output:
 	// rl:api:{ip:203.0.113.7}
@@ -122,8 +139,7 @@ func ExampleKey() {
 func ExampleLimit_String() {
 	fmt.Println(core.PerMinute(100))
 	fmt.Println(core.PerHour(1000).WithAlgorithm(core.SlidingWindowLog))
-	_, err := core.NewLimit(0, time.Second, core.GCRA)
-	fmt.Println(err)
+	fmt.Println(core.Limit{Rate: 0, Period: time.Second}.Validate())
 	// Output:
 	// 100 per 1m0s (gcra, burst 100)
 	// 1000 per 1h0m0s (sliding-log)
@@ -134,9 +150,15 @@ func ExampleLimit_String() {
 // of 1/64 of the limit by default, so per window replicas together admit
 // at most limit + (lease size − 1) × replicas.
 func ExampleLeasingStore_LeaseSize() {
-	shared := core.NewMemoryStore() // in production, a RedisStore
+	shared, err := core.NewMemoryStore() // in production, a RedisStore
+	if err != nil {
+		panic(err)
+	}
 	defer shared.Close()
-	store := core.NewLeasingStore(shared)
+	store, err := core.NewLeasingStore(shared)
+	if err != nil {
+		panic(err)
+	}
 	defer store.Close()
 
 	const replicas = 4

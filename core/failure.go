@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // FailurePolicy says how a [Limiter] decides when its store cannot: when a
@@ -59,41 +58,40 @@ func ParseFailurePolicy(s string) (FailurePolicy, error) {
 	return 0, fmt.Errorf("ratekit: unknown failure policy %q (want local, open or closed)", s)
 }
 
-// fallback decides a group of checks without the store, by the failure
-// policy, into results. cause is the store's error, or nil when the
-// breaker is open and the store was not called.
-func (l *Limiter) fallback(ctx context.Context, checks []Check, n int, results []Result, cause error) error {
+// fallback decides c without the store, by the failure policy, into
+// c.results. cause is the store's error, or nil when the breaker is open
+// and the store was not called.
+func (l *Limiter) fallback(ctx context.Context, c *groupCall, cause error) error {
 	switch l.policy {
 	case FailOpen:
-		for i := range checks {
-			lim := checks[i].Limit
-			results[i] = Result{Limit: lim, Allowed: true, Remaining: max(0, lim.Capacity()-n), Degraded: true}
+		for i, ch := range c.checks {
+			c.results[i] = Result{Limit: ch.Limit, Allowed: true, Remaining: max(0, ch.Limit.Capacity()-c.n), Degraded: true}
 		}
 		return nil
 	case FailClosed:
-		retry := l.retryAfter()
-		for i := range checks {
-			results[i] = Result{Limit: checks[i].Limit, RetryAfter: retry, ResetAfter: retry, Degraded: true}
+		retry := l.brk.retryAfter(l.mono())
+		for i, ch := range c.checks {
+			c.results[i] = Result{Limit: ch.Limit, RetryAfter: retry, ResetAfter: retry, Degraded: true}
 		}
 		if cause == nil {
 			return l.brk.openError()
 		}
 		return fmt.Errorf("%w: %w", ErrUnavailable, cause)
 	}
-	local := checks
+	local := c.checks
 	if l.replicas > 1 {
-		local = make([]Check, len(checks))
-		for i := range checks {
-			local[i] = Check{Key: checks[i].Key, Limit: l.localLimit(checks[i].Limit)}
+		local = make([]Check, len(c.checks))
+		for i, ch := range c.checks {
+			local[i] = Check{Key: ch.Key, Limit: l.localLimit(ch.Limit)}
 		}
 	}
-	res, err := l.fallbackStore.AllowAllN(ctx, local, n)
+	res, err := l.fallbackStore.AllowAllN(ctx, local, c.n)
 	if err != nil {
 		return err
 	}
 	for i := range res {
-		results[i] = res[i]
-		results[i].Degraded = true
+		c.results[i] = res[i]
+		c.results[i].Degraded = true
 	}
 	return nil
 }
@@ -109,14 +107,4 @@ func (l *Limiter) localLimit(lim Limit) Limit {
 		return lim
 	}
 	return div
-}
-
-// retryAfter is the wait a fail-closed denial asks for: until the
-// breaker's next probe, and at least a second.
-func (l *Limiter) retryAfter() time.Duration {
-	retry := time.Second
-	if l.brk.current() != BreakerClosed {
-		retry = max(retry, time.Duration(l.brk.nextProbe.Load()-l.mono()))
-	}
-	return retry
 }

@@ -211,7 +211,7 @@ func TestKillRedisUnderTraffic(t *testing.T) {
 	for _, policy := range []core.FailurePolicy{core.FailLocal, core.FailOpen, core.FailClosed} {
 		t.Run(policy.String(), func(t *testing.T) {
 			srv := redistest.StartServer(t)
-			l := newLimiter(t, core.NewRedisStore(srv.Client(t, recommended)), core.WithFailurePolicy(policy), core.WithTimeout(trafficTimeout))
+			l := newLimiter(t, core.MustRedisStore(srv.Client(t, recommended)), core.WithFailurePolicy(policy), core.WithTimeout(trafficTimeout))
 			warmUp(t, l, 32, ampleRules)
 			watch := watchStalls()
 			defer watch.close()
@@ -280,7 +280,7 @@ func TestPauseRedis(t *testing.T) {
 	for _, kind := range clientKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			srv := redistest.StartServer(t)
-			l := newLimiter(t, core.NewRedisStore(srv.Client(t, kind.opts...)), core.WithTimeout(trafficTimeout))
+			l := newLimiter(t, core.MustRedisStore(srv.Client(t, kind.opts...)), core.WithTimeout(trafficTimeout))
 			r := rule("default", core.PerSecond(core.MaxRate), "user:1")
 			warmUp(t, l, 16, ampleRules)
 			srv.Pause(t)
@@ -344,7 +344,7 @@ func TestPauseRedis(t *testing.T) {
 // fails on the way.
 func TestRestartRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
-	l := newLimiter(t, core.NewRedisStore(srv.Client(t, recommended)), core.WithTimeout(trafficTimeout))
+	l := newLimiter(t, core.MustRedisStore(srv.Client(t, recommended)), core.WithTimeout(trafficTimeout))
 	warmUp(t, l, 8, ampleRules)
 	var restarted atomic.Bool
 	stop := make(chan struct{})
@@ -405,7 +405,7 @@ func TestRestartRedis(t *testing.T) {
 // answered locally.
 func TestDeniedKeyHammer(t *testing.T) {
 	srv := redistest.StartServer(t)
-	rec := &recordingStore{Store: core.NewRedisStore(srv.Client(t))}
+	rec := &recordingStore{Store: core.MustRedisStore(srv.Client(t))}
 	// deadlines are not under test: 256 busy goroutines on two cores may
 	// delay a reply past 50ms
 	l := newLimiter(t, rec, core.WithTimeout(5*time.Second))
@@ -526,7 +526,7 @@ func (s flagStore) AllowAllN(ctx context.Context, checks []core.Check, n int) ([
 // have expired; answers that straddle the expiry are not counted.
 func TestDeniedCacheExactRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
-	raw := core.NewRedisStore(srv.Client(t))
+	raw := core.MustRedisStore(srv.Client(t))
 	for _, alg := range []core.Algorithm{core.GCRA, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
 		t.Run(alg.String(), func(t *testing.T) {
 			l := newLimiter(t, flagStore{raw}, core.WithPrefix(fmt.Sprintf("exact-%s-%d:", alg, rand.Uint64())), core.WithTimeout(time.Second))

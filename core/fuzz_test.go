@@ -53,8 +53,8 @@ func FuzzKey(f *testing.F) {
 	f.Add("user:\x00", "user:")
 	f.Add("", "ip:::1")
 	f.Fuzz(func(t *testing.T, id1, id2 string) {
-		k1, err1 := Key("rk:", "rule", id1)
-		k2, err2 := Key("rk:", "rule", id2)
+		k1, err1 := key("rk:", "rule", id1)
+		k2, err2 := key("rk:", "rule", id2)
 		for _, c := range []struct {
 			id, key string
 			err     error

@@ -25,7 +25,7 @@ const MaxNameLen = 128
 // are hashed too, so a hashed form can never be forged by a raw identity.
 const hashedMark = '#'
 
-// Key returns the storage key of identity under rule:
+// key returns the storage key of identity under rule:
 //
 //	prefix + rule + ":{" + identity + "}"
 //
@@ -34,20 +34,8 @@ const hashedMark = '#'
 // contains '{', '}' or a control byte, that starts with '#', or that is
 // longer than [MaxIdentityLen] bytes is replaced by "#" and the hex SHA-256
 // of itself: no input can steer the slot of its key or collide with another
-// identity. Key returns an error wrapping [ErrInvalidIdentity] for an empty
-// identity and [ErrInvalidName] for a prefix or rule rejected by
-// [ValidateName].
-func Key(prefix, rule, identity string) (string, error) {
-	if err := ValidateName("prefix", prefix, true); err != nil {
-		return "", err
-	}
-	if err := ValidateName("rule name", rule, false); err != nil {
-		return "", err
-	}
-	return key(prefix, rule, identity)
-}
-
-// key is [Key] for a prefix and rule already validated.
+// identity. key returns an error wrapping [ErrInvalidIdentity] for an empty
+// identity; prefix and rule are validated by the caller.
 func key(prefix, rule, identity string) (string, error) {
 	if identity == "" {
 		return "", fmt.Errorf("%w: empty identity for rule %q", ErrInvalidIdentity, rule)
@@ -74,11 +62,11 @@ func needsHash(identity string) bool {
 	return false
 }
 
-// ValidateName returns nil if s can serve as a key prefix or rule name: at
+// validateName returns nil if s can serve as a key prefix or rule name: at
 // most [MaxNameLen] bytes, without '{', '}' or control bytes (a brace would
 // move the Cluster hash tag away from the identity), and not empty unless
 // emptyOK. The error wraps [ErrInvalidName] and names what is wrong.
-func ValidateName(what, s string, emptyOK bool) error {
+func validateName(what, s string, emptyOK bool) error {
 	switch {
 	case s == "" && !emptyOK:
 		return fmt.Errorf("%w: empty %s", ErrInvalidName, what)

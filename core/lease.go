@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -27,8 +29,8 @@ import (
 // keys so hot that the shared store's round trips are the cost that
 // matters; leave it off where each unit must be exact.
 //
-// Only single-key calls ([LeasingStore.AllowN]) are leased; AllowAllN
-// passes through. A LeasingStore is safe for concurrent use; Close it to
+// Calls of one check are leased, as a [Limiter] makes them for the rules of
+// one identity alone in their group; calls of several checks pass through. A LeasingStore is safe for concurrent use; Close it to
 // release its cache.
 type LeasingStore struct {
 	inner   Store
@@ -62,17 +64,6 @@ type lease struct {
 	seen, prev int
 }
 
-// LeaseOption configures a [LeasingStore].
-type LeaseOption func(*LeasingStore)
-
-// WithLeaseSize sets the most units one lease takes, whatever the limit, in
-// place of the default of 1/64 of the limit's capacity (see
-// [LeasingStore.LeaseSize]). A lease takes no more than the key's demand (its
-// decisions in the current or the previous hold interval, whichever is
-// more) and no more than the limit's capacity. n below 1 is taken as 1,
-// which leases nothing.
-func WithLeaseSize(n int) LeaseOption { return func(s *LeasingStore) { s.size = max(1, n) } }
-
 const (
 	// leaseShare is the default lease size as a fraction of the limit's
 	// capacity: 1/leaseShare.
@@ -94,38 +85,36 @@ func (s *LeasingStore) LeaseSize(limit Limit) int {
 	return min(max(1, limit.Capacity()/leaseShare), maxAutoLease)
 }
 
-// WithLeaseHold sets how long leased units may be spent, 100ms by default.
-// A key counts as hot when it saw at least two decisions in the current or
-// the previous hold interval.
-func WithLeaseHold(d time.Duration) LeaseOption {
-	return func(s *LeasingStore) {
-		if d > 0 {
-			s.hold = d
-		}
-	}
-}
-
-// WithLeaseClock makes the store read time from now instead of [time.Now].
-func WithLeaseClock(now func() time.Time) LeaseOption {
-	return func(s *LeasingStore) { s.now = now }
-}
-
 // NewLeasingStore returns a LeasingStore over inner, usually a
-// [RedisStore].
-func NewLeasingStore(inner Store, opts ...LeaseOption) *LeasingStore {
+// [RedisStore]. It takes [WithLeaseSize], [WithLeaseHold] and [WithClock],
+// and returns an error for a nil store and for any other option.
+func NewLeasingStore(inner Store, opts ...Option) (*LeasingStore, error) {
 	if inner == nil {
-		panic("ratekit: NewLeasingStore: nil store")
+		return nil, errors.New("ratekit: NewLeasingStore: nil store")
 	}
-	s := &LeasingStore{inner: inner, hold: 100 * time.Millisecond, now: time.Now, maxKeys: 1 << 16}
-	for _, o := range opts {
-		o(s)
+	cfg, err := newConfig(forLeasing, nil, opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &LeasingStore{inner: inner, size: cfg.leaseSize, hold: cfg.leaseHold, now: cfg.now(), maxKeys: 1 << 16}
+	if s.hold == 0 {
+		s.hold = defaultLeaseHold
 	}
 	s.leases = otter.Must(&otter.Options[leaseKey, *lease]{
 		MaximumSize:      s.maxKeys,
 		ExpiryCalculator: otter.ExpiryAccessing[leaseKey, *lease](10 * s.hold),
 	})
-	return s
+	return s, nil
 }
+
+// defaultLeaseHold is how long leased units may be spent unless
+// [WithLeaseHold] says otherwise.
+const defaultLeaseHold = 100 * time.Millisecond
+
+// Traits reports what the inner store promises: a lease spent locally
+// keeps any deadline, and a call the inner store makes keeps what it
+// promises.
+func (s *LeasingStore) Traits() Traits { return TraitsOf(s.inner) }
 
 // Close stops the lease cache's background clean-up. It does not close the
 // inner store.
@@ -134,18 +123,18 @@ func (s *LeasingStore) Close() error {
 	return nil
 }
 
-// Allow is shorthand for AllowN(ctx, key, limit, 1).
-func (s *LeasingStore) Allow(ctx context.Context, key string, limit Limit) (Result, error) {
-	return s.AllowN(ctx, key, limit, 1)
-}
-
-// AllowN decides from the key's lease when it holds n units, and otherwise
-// asks the inner store: for a lease when the key is hot, else for n units.
-// The Result of a leased decision reports the shared store's remaining
-// units plus those still leased here.
-func (s *LeasingStore) AllowN(ctx context.Context, key string, limit Limit, n int) (Result, error) {
+// allowOne decides from the key's lease when it holds n units, and
+// otherwise asks the inner store: for a lease when the key is hot, else for
+// n units. The Result of a leased decision reports the shared store's
+// remaining units plus those still leased here.
+func (s *LeasingStore) allowOne(ctx context.Context, key string, limit Limit, n int) (Result, error) {
 	if err := validate([]Check{{Key: key, Limit: limit}}, n); err != nil {
 		return Result{}, err
+	}
+	if n > limit.Capacity() {
+		// never allowed: the shared store says so, spending nothing, and
+		// no lease may be taken for it
+		return s.innerOne(ctx, key, limit, n)
 	}
 	lk := leaseKey{key, limit}
 	l, ok := s.leases.GetIfPresent(lk)
@@ -173,7 +162,7 @@ func (s *LeasingStore) AllowN(ctx context.Context, key string, limit Limit, n in
 	if demand := max(l.prev, l.seen); demand >= 2 {
 		want = min(max(n, min(s.LeaseSize(limit), demand)), limit.Capacity())
 	}
-	res, err := s.inner.AllowN(ctx, key, limit, want)
+	res, err := s.innerOne(ctx, key, limit, want)
 	if err != nil {
 		return Result{}, err
 	}
@@ -186,7 +175,7 @@ func (s *LeasingStore) AllowN(ctx context.Context, key string, limit Limit, n in
 			want = res.Remaining
 		}
 		now = s.now()
-		if res, err = s.inner.AllowN(ctx, key, limit, want); err != nil {
+		if res, err = s.innerOne(ctx, key, limit, want); err != nil {
 			return Result{}, err
 		}
 	}
@@ -221,8 +210,31 @@ func (l *lease) result(now time.Time) Result {
 	return r
 }
 
-// AllowAllN passes through to the inner store: several limits are decided
-// together, never from leases.
+// AllowAllN decides one check from a lease when its key is hot, and passes
+// several through to the inner store: several limits are decided together,
+// never from leases. The Result of a leased decision reports the shared
+// store's remaining units plus those still leased here. A [Limiter]
+// calls it for every decision, so rules of one identity alone in their
+// store call are leased through every middleware.
 func (s *LeasingStore) AllowAllN(ctx context.Context, checks []Check, n int) ([]Result, error) {
-	return s.inner.AllowAllN(ctx, checks, n)
+	if len(checks) != 1 {
+		return s.inner.AllowAllN(ctx, checks, n)
+	}
+	res, err := s.allowOne(ctx, checks[0].Key, checks[0].Limit, n)
+	if err != nil {
+		return nil, err
+	}
+	return []Result{res}, nil
+}
+
+// innerOne asks the inner store for n units of one key.
+func (s *LeasingStore) innerOne(ctx context.Context, key string, limit Limit, n int) (Result, error) {
+	res, err := s.inner.AllowAllN(ctx, []Check{{Key: key, Limit: limit}}, n)
+	if err != nil {
+		return Result{}, err
+	}
+	if len(res) != 1 {
+		return Result{}, fmt.Errorf("%w: %d results for 1 check", ErrMalformedReply, len(res))
+	}
+	return res[0], nil
 }

@@ -22,24 +22,24 @@ func TestLeasingBound(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		opts   []core.LeaseOption
+		opts   []core.Option
 		limit  int
 		size   int // the lease size the store must report
 		crowds []crowd
 	}{
-		{"size 8", []core.LeaseOption{core.WithLeaseSize(8)}, 100, 8,
+		{"size 8", []core.Option{core.WithLeaseSize(8)}, 100, 8,
 			[]crowd{{"dense", 1, 3}, {"near the limit", 36, 1}}},
 		{"default size", nil, 6400, 100,
 			[]crowd{{"dense", 1, 8}, {"near the limit", 1, 2}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-			shared := core.NewMemoryStore(core.WithClock(clock.Now))
+			shared := core.MustMemoryStore(core.WithClock(clock.Now))
 			defer shared.Close()
 			var stores []*core.LeasingStore
 			for range replicas {
-				opts := append([]core.LeaseOption{core.WithLeaseHold(100 * time.Millisecond), core.WithLeaseClock(clock.Now)}, tc.opts...)
-				s := core.NewLeasingStore(shared, opts...)
+				opts := append([]core.Option{core.WithLeaseHold(100 * time.Millisecond), core.WithClock(clock.Now)}, tc.opts...)
+				s := core.MustLeasingStore(shared, opts...)
 				defer s.Close()
 				stores = append(stores, s)
 			}
@@ -58,7 +58,7 @@ func TestLeasingBound(t *testing.T) {
 								continue
 							}
 							for range crowd.burst {
-								r, err := s.Allow(ctx, "rk:hot:{ip:192.0.2.1}", l)
+								r, err := core.AllowOne(s, ctx, "rk:hot:{ip:192.0.2.1}", l, 1)
 								if err != nil {
 									t.Fatal(err)
 								}
@@ -92,8 +92,8 @@ func TestLeasingBound(t *testing.T) {
 // size, and a limit too small to lease sends every unit to the shared
 // store.
 func TestLeaseSize(t *testing.T) {
-	def := core.NewLeasingStore(core.NewMemoryStore())
-	set := core.NewLeasingStore(core.NewMemoryStore(), core.WithLeaseSize(16))
+	def := core.MustLeasingStore(core.MustMemoryStore())
+	set := core.MustLeasingStore(core.MustMemoryStore(), core.WithLeaseSize(16))
 	for _, tc := range []struct {
 		store *core.LeasingStore
 		limit core.Limit
@@ -120,8 +120,8 @@ func TestLeaseSize(t *testing.T) {
 		wantMost int
 	}{{core.PerSecond(6400), 250 * time.Microsecond, 100}, {core.PerSecond(127), 10 * time.Millisecond, 1}} {
 		clock := &fakeClock{now: start}
-		shared := &unitCounter{Store: core.NewMemoryStore(core.WithClock(clock.Now))}
-		s := core.NewLeasingStore(shared, core.WithLeaseClock(clock.Now))
+		shared := &unitCounter{Store: core.MustMemoryStore(core.WithClock(clock.Now))}
+		s := core.MustLeasingStore(shared, core.WithClock(clock.Now))
 		ctx := context.Background()
 		decisions := 0
 		for i := range 4000 {
@@ -129,7 +129,7 @@ func TestLeaseSize(t *testing.T) {
 				// past the first hold intervals, where the key is not yet hot
 				shared.calls, decisions = 0, 0
 			}
-			r, err := s.Allow(ctx, "rk:hot:{ip:192.0.2.1}", tc.limit)
+			r, err := core.AllowOne(s, ctx, "rk:hot:{ip:192.0.2.1}", tc.limit, 1)
 			if err != nil || !r.Allowed {
 				t.Fatalf("%v: decision %d: %+v, %v", tc.limit, i, r, err)
 			}
@@ -154,10 +154,10 @@ type unitCounter struct {
 	calls, most int
 }
 
-func (u *unitCounter) AllowN(ctx context.Context, key string, limit core.Limit, n int) (core.Result, error) {
+func (u *unitCounter) AllowAllN(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
 	u.calls++
 	u.most = max(u.most, n)
-	return u.Store.AllowN(ctx, key, limit, n)
+	return u.Store.AllowAllN(ctx, checks, n)
 }
 
 func (u *unitCounter) Close() error { return u.Store.(*core.MemoryStore).Close() }
@@ -166,21 +166,21 @@ func (u *unitCounter) Close() error { return u.Store.(*core.MemoryStore).Close()
 // shared store is asked for exactly one unit per decision.
 func TestLeasingColdKey(t *testing.T) {
 	clock := &fakeClock{now: start}
-	shared := core.NewMemoryStore(core.WithClock(clock.Now))
+	shared := core.MustMemoryStore(core.WithClock(clock.Now))
 	defer shared.Close()
-	s := core.NewLeasingStore(shared, core.WithLeaseClock(clock.Now))
+	s := core.MustLeasingStore(shared, core.WithClock(clock.Now))
 	defer s.Close()
 	l := core.PerHour(10)
 	ctx := context.Background()
 	for i := range 5 {
-		r, err := s.Allow(ctx, "k", l)
+		r, err := core.AllowOne(s, ctx, "k", l, 1)
 		if err != nil || !r.Allowed || r.Remaining != 9-i {
 			t.Fatalf("call %d: %+v, %v", i, r, err)
 		}
 		clock.Add(time.Second) // one call a second: cold
 	}
 	// the shared store saw exactly five units
-	if r, _ := shared.AllowN(ctx, "k", l, 5); !r.Allowed || r.Remaining != 0 {
+	if r, _ := core.AllowOne(shared, ctx, "k", l, 5); !r.Allowed || r.Remaining != 0 {
 		t.Fatalf("shared store after five cold calls: %+v", r)
 	}
 }
@@ -191,13 +191,13 @@ func TestLeasingColdKey(t *testing.T) {
 // full leases.
 func TestLeasingWarmsUp(t *testing.T) {
 	clock := &fakeClock{now: start}
-	shared := &unitCounter{Store: core.NewMemoryStore(core.WithClock(clock.Now))}
+	shared := &unitCounter{Store: core.MustMemoryStore(core.WithClock(clock.Now))}
 	defer shared.Close()
-	s := core.NewLeasingStore(shared, core.WithLeaseClock(clock.Now))
+	s := core.MustLeasingStore(shared, core.WithClock(clock.Now))
 	defer s.Close()
 	limit := core.PerSecond(6400) // leases of 100
 	for i := range 200 {
-		if r, err := s.Allow(context.Background(), "rk:hot:{ip:192.0.2.1}", limit); err != nil || !r.Allowed {
+		if r, err := core.AllowOne(s, context.Background(), "rk:hot:{ip:192.0.2.1}", limit, 1); err != nil || !r.Allowed {
 			t.Fatalf("decision %d: %+v, %v", i, r, err)
 		}
 	}

@@ -88,21 +88,11 @@ func PerMinute(rate int) Limit { return Limit{Rate: rate, Period: time.Minute, B
 // PerHour returns a GCRA limit of rate per hour, with a burst of rate.
 func PerHour(rate int) Limit { return Limit{Rate: rate, Period: time.Hour, Burst: rate} }
 
-// NewLimit returns a limit of rate per period enforced by alg, with a burst
-// of rate, or an error wrapping [ErrInvalidLimit] if it is out of range.
-func NewLimit(rate int, period time.Duration, alg Algorithm) (Limit, error) {
-	l := Limit{Rate: rate, Period: period, Burst: rate, Algorithm: alg}
-	return l, l.Validate()
-}
-
 // WithBurst returns a copy of l with the given GCRA burst.
 func (l Limit) WithBurst(burst int) Limit { l.Burst = burst; return l }
 
 // WithAlgorithm returns a copy of l enforced by alg.
 func (l Limit) WithAlgorithm(alg Algorithm) Limit { l.Algorithm = alg; return l }
-
-// IsZero reports whether l is the zero Limit.
-func (l Limit) IsZero() bool { return l == Limit{} }
 
 // Capacity returns the most units one request may cost and still be
 // allowed: Burst for GCRA, Rate for the window algorithms.

@@ -150,7 +150,7 @@ func TestDeniedCacheExact(t *testing.T) {
 			}
 			c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 			defer c.Close()
-			raw := NewRedisStore(c)
+			raw := MustRedisStore(c)
 			counted := &countingStore{Store: raw}
 			l, err := NewLimiter(counted)
 			if err != nil {
@@ -260,7 +260,7 @@ func TestDeniedCacheHitAllocs(t *testing.T) {
 	m := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	defer c.Close()
-	l, err := NewLimiter(NewRedisStore(c))
+	l, err := NewLimiter(MustRedisStore(c))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestDeniedCacheHitAllocs(t *testing.T) {
 	results := make([]Result, len(checks))
 	ctx := context.Background()
 	for range 2 {
-		if _, err := l.decide(ctx, checks, 1, results); err != nil {
+		if _, err := l.decideGroup(ctx, checks, 1, results); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -277,7 +277,7 @@ func TestDeniedCacheHitAllocs(t *testing.T) {
 		t.Fatalf("fixture: %+v, want a denial", results[0])
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		if _, err := l.decide(ctx, checks, 1, results); err != nil || results[0].Allowed {
+		if _, err := l.decideGroup(ctx, checks, 1, results); err != nil || results[0].Allowed {
 			t.Fatal("not a cached denial")
 		}
 	})

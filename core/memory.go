@@ -43,47 +43,35 @@ type memState struct {
 	horizon int64
 }
 
-// MemoryOption configures a [MemoryStore].
-type MemoryOption func(*memoryConfig)
-
-type memoryConfig struct {
-	now     func() time.Time
-	maxKeys int
-}
-
-// WithClock makes the store read time from now instead of [time.Now]; tests
-// use it to step time by hand.
-func WithClock(now func() time.Time) MemoryOption {
-	return func(c *memoryConfig) { c.now = now }
-}
-
-// WithMaxKeys bounds how many keys the store keeps, 1<<20 by default. When a
-// new key would exceed it, the least recently used keys are dropped first:
-// their identities start afresh, so the bound trades exactness for memory
-// only under a flood of distinct identities.
-func WithMaxKeys(n int) MemoryOption {
-	return func(c *memoryConfig) { c.maxKeys = n }
-}
-
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore(opts ...MemoryOption) *MemoryStore {
-	cfg := memoryConfig{now: time.Now, maxKeys: 1 << 20}
-	for _, o := range opts {
-		o(&cfg)
+// NewMemoryStore returns an empty MemoryStore. It takes [WithClock] and
+// [WithMaxKeys], and returns an error for any other option.
+func NewMemoryStore(opts ...Option) (*MemoryStore, error) {
+	cfg, err := newConfig(forMemory, nil, opts)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.maxKeys < 1 {
-		cfg.maxKeys = 1
+	now := cfg.now()
+	maxKeys := cfg.maxKeys
+	if maxKeys == 0 {
+		maxKeys = defaultMaxKeys
 	}
-	s := &MemoryStore{now: cfg.now, seed: maphash.MakeSeed()}
+	s := &MemoryStore{now: now, seed: maphash.MakeSeed()}
 	s.cache = otter.Must(&otter.Options[string, *memState]{
-		MaximumSize: cfg.maxKeys,
-		Clock:       memClock{cfg.now},
+		MaximumSize: maxKeys,
+		Clock:       memClock{now},
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, *memState]) time.Duration {
-			return time.Duration(e.Value.horizon)*time.Microsecond - time.Duration(cfg.now().UnixNano())
+			return time.Duration(e.Value.horizon)*time.Microsecond - time.Duration(now().UnixNano())
 		}),
 	})
-	return s
+	return s, nil
 }
+
+// defaultMaxKeys bounds a MemoryStore unless [WithMaxKeys] says otherwise.
+const defaultMaxKeys = 1 << 20
+
+// Traits reports that the store decides in process: a [Limiter] calls it
+// directly, with no deadline, breaker or fallback.
+func (s *MemoryStore) Traits() Traits { return Traits{InProcess: true} }
 
 // memClock lets the cache expire entries by the store's clock.
 type memClock struct{ now func() time.Time }
@@ -105,20 +93,6 @@ func (s *MemoryStore) Close() error {
 func (s *MemoryStore) Len() int {
 	s.cache.CleanUp()
 	return s.cache.EstimatedSize()
-}
-
-// Allow is shorthand for AllowN(ctx, key, limit, 1).
-func (s *MemoryStore) Allow(ctx context.Context, key string, limit Limit) (Result, error) {
-	return s.AllowN(ctx, key, limit, 1)
-}
-
-// AllowN reports whether n units may be spent now under limit for key, and
-// spends them if so. A cost above the limit's capacity is denied without
-// spending anything, with RetryAfter -1 ([Result.Never]).
-func (s *MemoryStore) AllowN(ctx context.Context, key string, limit Limit, n int) (Result, error) {
-	var res [1]Result
-	err := s.allow([]Check{{Key: key, Limit: limit}}, n, res[:])
-	return res[0], err
 }
 
 // AllowAllN implements [Store.AllowAllN].

@@ -18,7 +18,7 @@ func TestMemoryStoreBounded(t *testing.T) {
 		total = 200_000
 	}
 	clock := &fakeClock{now: start}
-	s := core.NewMemoryStore(core.WithClock(clock.Now))
+	s := core.MustMemoryStore(core.WithClock(clock.Now))
 	defer s.Close()
 	ctx := context.Background()
 	limit := core.PerSecond(5)
@@ -28,7 +28,7 @@ func TestMemoryStoreBounded(t *testing.T) {
 			clock.Add(time.Second)
 			peak = max(peak, s.Len())
 		}
-		if _, err := s.Allow(ctx, fmt.Sprintf("rk:r:{ip:%d}", i), limit); err != nil {
+		if _, err := core.AllowOne(s, ctx, fmt.Sprintf("rk:r:{ip:%d}", i), limit, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,10 +48,10 @@ func TestMemoryStoreBounded(t *testing.T) {
 // TestMemoryStoreMaxKeys checks the hard bound when keys do not expire.
 func TestMemoryStoreMaxKeys(t *testing.T) {
 	clock := &fakeClock{now: start}
-	s := core.NewMemoryStore(core.WithClock(clock.Now), core.WithMaxKeys(1000))
+	s := core.MustMemoryStore(core.WithClock(clock.Now), core.WithMaxKeys(1000))
 	defer s.Close()
 	for i := range 20_000 {
-		if _, err := s.Allow(context.Background(), fmt.Sprintf("k%d", i), core.PerHour(5)); err != nil {
+		if _, err := core.AllowOne(s, context.Background(), fmt.Sprintf("k%d", i), core.PerHour(5), 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -66,7 +66,7 @@ func TestMemoryStoreKeepsUpdatedState(t *testing.T) {
 	for _, alg := range []core.Algorithm{core.GCRA, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
 		t.Run(alg.String(), func(t *testing.T) {
 			clock := &fakeClock{now: start}
-			s := core.NewMemoryStore(core.WithClock(clock.Now))
+			s := core.MustMemoryStore(core.WithClock(clock.Now))
 			defer s.Close()
 			limit := core.PerSecond(4).WithAlgorithm(alg)
 			allowed := 0
@@ -74,7 +74,7 @@ func TestMemoryStoreKeepsUpdatedState(t *testing.T) {
 			// second, about 120 in all (the sliding counter's weighting
 			// admits fewer), and more only if state were lost
 			for range 30 * 40 {
-				res, err := s.Allow(context.Background(), "k", limit)
+				res, err := core.AllowOne(s, context.Background(), "k", limit, 1)
 				if err != nil {
 					t.Fatal(err)
 				}

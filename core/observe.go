@@ -21,9 +21,7 @@ import (
 //
 // Methods are called synchronously on the goroutine that caused the event,
 // from many goroutines at once: they must be fast, must not block, and
-// must be safe for concurrent use. Embed [NopObserver] to implement only
-// some of them; methods added to Observer in later versions will have
-// no-op implementations there.
+// must be safe for concurrent use.
 type Observer interface {
 	// Decided is called once for each rule result of every decision
 	// [Limiter.Check] returns, after the decision is made. ctx is the
@@ -42,19 +40,6 @@ type Observer interface {
 	BreakerChanged(from, to BreakerState)
 }
 
-// NopObserver is an [Observer] that does nothing, for embedding in
-// observers that implement only some of the methods.
-type NopObserver struct{}
-
-// Decided does nothing.
-func (NopObserver) Decided(context.Context, DecisionEvent) {}
-
-// StoreCalled does nothing.
-func (NopObserver) StoreCalled(time.Duration, error) {}
-
-// BreakerChanged does nothing.
-func (NopObserver) BreakerChanged(BreakerState, BreakerState) {}
-
 // DecisionEvent describes one rule's part of a decision, for an
 // [Observer]. It never holds the identity: metrics built from it stay
 // bounded however many clients there are.
@@ -72,25 +57,22 @@ type DecisionEvent struct {
 	Cached bool
 }
 
-// Verdict is what one rule decided for a request, as metrics and logs name
-// it.
-type Verdict string
-
-// Verdicts of a rule.
+// Verdicts of a rule, as [DecisionEvent.Verdict] names them for metrics
+// and logs.
 const (
 	// VerdictAllowed: the rule allowed the request.
-	VerdictAllowed Verdict = "allowed"
+	VerdictAllowed = "allowed"
 	// VerdictDenied: the rule denied the request.
-	VerdictDenied Verdict = "denied"
+	VerdictDenied = "denied"
 	// VerdictShadowDenied: the rule, in shadow mode, would have denied the
 	// request, and let it through.
-	VerdictShadowDenied Verdict = "shadow_denied"
+	VerdictShadowDenied = "shadow_denied"
 )
 
 // Verdict returns whether the rule allowed, denied or, in shadow mode,
 // would have denied the request. Whether the store decided is told apart
 // by Degraded.
-func (e DecisionEvent) Verdict() Verdict {
+func (e DecisionEvent) Verdict() string {
 	switch {
 	case e.Allowed:
 		return VerdictAllowed
@@ -154,26 +136,6 @@ func ErrorKind(err error) string {
 	return ErrorKindOther
 }
 
-// WithObserver adds an [Observer], told of every decision, store call and
-// breaker change. Several observers may be added; each is called in turn.
-func WithObserver(o Observer) LimiterOption {
-	return func(l *Limiter) error {
-		if o == nil {
-			return errors.New("ratekit: WithObserver: nil observer")
-		}
-		if l.observer == nil {
-			l.observer = o
-			return nil
-		}
-		m, ok := l.observer.(observers)
-		if !ok {
-			m = observers{l.observer}
-		}
-		l.observer = append(m, o)
-		return nil
-	}
-}
-
 // observers calls each of several observers.
 type observers []Observer
 
@@ -195,37 +157,25 @@ func (m observers) BreakerChanged(from, to BreakerState) {
 	}
 }
 
-// WithShadow puts every rule the Limiter checks in shadow mode, as
-// [Rule.Shadow] does for one rule: decisions are made, spent, counted and
-// reported as usual, but none denies a request. Use it to try new limits
-// on live traffic, watching the shadow_denied outcomes of its metrics.
-func WithShadow() LimiterOption {
-	return func(l *Limiter) error {
-		l.shadow = true
-		return nil
-	}
-}
-
 // observe tells the observer and the debug log about a decision.
-// idx maps each of d's results to its entry in plan; cached has bit g set
-// when the denied-key cache answered group g.
-func (l *Limiter) observe(ctx context.Context, d *Decision, plan []planned, idx []int, cached uint64) {
+// rules holds the planned rule of each of d's results.
+func (l *Limiter) observe(ctx context.Context, d *Decision, rules []planned) {
 	debug := l.logger != nil && l.logger.Enabled(ctx, slog.LevelDebug)
 	if l.observer == nil && !debug {
 		return
 	}
 	for i := range d.Results {
 		r := &d.Results[i]
-		p := &plan[idx[i]]
-		e := DecisionEvent{Rule: r.Rule, Result: r.Result, Shadow: r.Shadow, Cached: cached&(1<<min(p.group, 63)) != 0}
+		p := &rules[i]
+		e := DecisionEvent{Rule: r.Rule, Result: r.Result, Shadow: r.Shadow, Cached: p.cached}
 		if l.observer != nil {
 			l.observer.Decided(ctx, e)
 		}
 		if debug {
 			l.logger.LogAttrs(ctx, slog.LevelDebug, "ratekit: decision",
 				slog.String("rule", r.Rule),
-				slog.Any("identity", Redacted(p.identity)),
-				slog.String("verdict", string(e.Verdict())),
+				slog.Any("identity", redacted(p.identity)),
+				slog.String("verdict", e.Verdict()),
 				slog.Int("cost", p.cost),
 				slog.Int("limit", r.Limit.Capacity()),
 				slog.Int("remaining", r.Remaining),
@@ -237,21 +187,21 @@ func (l *Limiter) observe(ctx context.Context, d *Decision, plan []planned, idx 
 	}
 }
 
-// Redacted wraps an identity for logging: its [slog.LogValuer] writes the
+// redacted wraps an identity for logging: its [slog.LogValuer] writes the
 // identity's kind (the part before the first ':', such as "ip" or "user")
 // and a short keyed hash of the rest, never the identity itself. The key
 // is drawn at random when the process starts, so equal identities log
 // alike within one process, and the hash cannot be reversed by hashing
 // guesses (every IPv4 address, say) without the key.
-type Redacted string
+type redacted string
 
 // LogValue returns the redacted form, such as "ip:5f0c3a1d9be2".
-func (r Redacted) LogValue() slog.Value {
+func (r redacted) LogValue() slog.Value {
 	return slog.StringValue(redact(string(r)))
 }
 
 // String returns the redacted form, as LogValue does.
-func (r Redacted) String() string { return redact(string(r)) }
+func (r redacted) String() string { return redact(string(r)) }
 
 var redactKey = func() []byte {
 	k := make([]byte, 32)

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 )
 
 // recorder is an Observer that keeps every event.
@@ -57,7 +58,7 @@ func (r *recorder) verdicts() map[string]int {
 
 func TestShadowRuleNeverDenies(t *testing.T) {
 	rec := &recorder{}
-	l := newLimiter(t, core.NewMemoryStore(), core.WithObserver(rec))
+	l := newLimiter(t, core.MustMemoryStore(), core.WithObserver(rec))
 	shadow := rule("new", core.PerMinute(2), "user:1")
 	shadow.Shadow = true
 	enforced := rule("default", core.PerMinute(5), "user:1")
@@ -73,10 +74,10 @@ func TestShadowRuleNeverDenies(t *testing.T) {
 		if i >= 5 {
 			// the enforced rule denies, which stops the check before the
 			// shadow rule is decided
-			if len(d.Results) != 1 || d.Results[0].Rule != "default" || d.Allowed || d.ShadowDenied() {
+			if len(d.Results) != 1 || d.Results[0].Rule != "default" || d.Allowed || shadowDenied(d) {
 				t.Fatalf("request %d: %+v", i, d)
 			}
-			if h := core.NewHeaders(d, core.HeadersBoth, 0); h.Get(core.HeaderRetryAfter) == "" {
+			if h := adapter.NewHeaders(d, adapter.HeadersBoth, 0); h.Get(adapter.HeaderRetryAfter) == "" {
 				t.Fatalf("request %d: denied without Retry-After", i)
 			}
 			continue
@@ -90,17 +91,17 @@ func TestShadowRuleNeverDenies(t *testing.T) {
 		if want := i < 2; sh.Allowed != want {
 			t.Fatalf("request %d: shadow rule allowed %v, want %v", i, sh.Allowed, want)
 		}
-		if d.ShadowDenied() != (i >= 2) {
-			t.Fatalf("request %d: ShadowDenied %v", i, d.ShadowDenied())
+		if shadowDenied(d) != (i >= 2) {
+			t.Fatalf("request %d: ShadowDenied %v", i, shadowDenied(d))
 		}
-		h := core.NewHeaders(d, core.HeadersBoth, 0)
+		h := adapter.NewHeaders(d, adapter.HeadersBoth, 0)
 		if i >= 2 {
 			// the shadow denial drives the headers, as it would if enforced,
 			// but without Retry-After: the request is not denied
-			if got := h.Get(core.HeaderRemaining); got != "0" {
+			if got := h.Get(adapter.HeaderRemaining); got != "0" {
 				t.Fatalf("request %d: X-RateLimit-Remaining %q, want 0", i, got)
 			}
-			if got := h.Get(core.HeaderRetryAfter); got != "" {
+			if got := h.Get(adapter.HeaderRetryAfter); got != "" {
 				t.Fatalf("request %d: Retry-After %q on an allowed request", i, got)
 			}
 		}
@@ -121,7 +122,7 @@ func TestWithShadowDeniesNothing(t *testing.T) {
 		t.Run(policy.String(), func(t *testing.T) {
 			store := newFakeStore(t, modeOK)
 			rec := &recorder{}
-			l := newLimiter(t, store, core.WithShadow(), core.WithFailurePolicy(policy), core.WithObserver(rec), core.WithBreaker(1000, 0, 0))
+			l := newLimiter(t, store, core.WithShadow(), core.WithFailurePolicy(policy), core.WithObserver(rec), core.WithBreaker(core.BreakerConfig{Failures: 1000, Backoff: 0, MaxBackoff: 0}))
 			r := rule("default", core.PerMinute(1), "user:1")
 			for i := range 5 {
 				if i == 3 {
@@ -149,7 +150,7 @@ func TestObserverEvents(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	rec := &recorder{}
 	// a generous deadline: a loaded machine must not turn a call into an outage
-	l := newLimiter(t, core.NewRedisStore(client), core.WithObserver(rec), core.WithObserver(core.NopObserver{}), core.WithTimeout(10*time.Second))
+	l := newLimiter(t, core.MustRedisStore(client), core.WithObserver(rec), core.WithObserver(nopObserver{}), core.WithTimeout(10*time.Second))
 	r := rule("login", core.PerHour(2), "user:1")
 	for range 4 {
 		if _, err := check(t, l, r); err != nil {
@@ -190,7 +191,7 @@ func TestObserverEvents(t *testing.T) {
 func TestObserverStoreErrorsAndBreaker(t *testing.T) {
 	store := newFakeStore(t, modeFail)
 	rec := &recorder{}
-	l := newLimiter(t, store, core.WithObserver(rec), core.WithBreaker(2, time.Millisecond, 5*time.Millisecond))
+	l := newLimiter(t, store, core.WithObserver(rec), core.WithBreaker(core.BreakerConfig{Failures: 2, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}))
 	r := rule("default", core.PerMinute(100), "user:1")
 	for range 2 {
 		d, err := check(t, l, r)
@@ -256,7 +257,7 @@ func (redisError) RedisError()     {}
 func TestDebugLogRedactsIdentities(t *testing.T) {
 	var buf syncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	l := newLimiter(t, core.NewMemoryStore(), core.WithLogger(logger))
+	l := newLimiter(t, core.MustMemoryStore(), core.WithLogger(logger))
 	secret := "user:alice@example.com"
 	r := rule("default", core.PerMinute(1), secret)
 	for range 2 {
@@ -272,7 +273,7 @@ func TestDebugLogRedactsIdentities(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("%d lines, want one per decision:\n%s", len(lines), out)
 	}
-	red := core.Redacted(secret).String()
+	red := core.Redact(secret)
 	if !strings.HasPrefix(red, "user:") || len(red) != len("user:")+12 {
 		t.Fatalf("redacted form %q", red)
 	}
@@ -283,16 +284,16 @@ func TestDebugLogRedactsIdentities(t *testing.T) {
 			}
 		}
 	}
-	if core.Redacted("user:bob").String() == red {
+	if core.Redact("user:bob") == red {
 		t.Error("two identities redact alike")
 	}
-	if got := core.Redacted("no kind here").String(); strings.Contains(got, ":") || len(got) != 12 {
+	if got := core.Redact("no kind here"); strings.Contains(got, ":") || len(got) != 12 {
 		t.Errorf("identity without a kind redacts to %q", got)
 	}
 
 	// at Info, nothing is logged for decisions
 	var info syncBuffer
-	l2 := newLimiter(t, core.NewMemoryStore(), core.WithLogger(slog.New(slog.NewTextHandler(&info, nil))))
+	l2 := newLimiter(t, core.MustMemoryStore(), core.WithLogger(slog.New(slog.NewTextHandler(&info, nil))))
 	if _, err := check(t, l2, r); err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +303,7 @@ func TestDebugLogRedactsIdentities(t *testing.T) {
 }
 
 func TestWithObserverNil(t *testing.T) {
-	if _, err := core.NewLimiter(core.NewMemoryStore(), core.WithObserver(nil)); err == nil {
+	if _, err := core.NewLimiter(core.MustMemoryStore(), core.WithObserver(nil)); err == nil {
 		t.Fatal("WithObserver(nil) accepted")
 	}
 }
@@ -320,7 +321,7 @@ func TestResultUsed(t *testing.T) {
 }
 
 func TestEnforcedDenialOutranksShadow(t *testing.T) {
-	l := newLimiter(t, core.NewMemoryStore())
+	l := newLimiter(t, core.MustMemoryStore())
 	shadow := rule("trial", core.PerHour(1), "user:1")
 	shadow.Shadow = true
 	enforced := rule("default", core.PerMinute(1), "ip:192.0.2.1")
@@ -333,14 +334,32 @@ func TestEnforcedDenialOutranksShadow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Allowed || !d.ShadowDenied() || len(d.Results) != 2 {
+	if d.Allowed || !shadowDenied(d) || len(d.Results) != 2 {
 		t.Fatalf("decision %+v", d)
 	}
 	// the shadow rule waits an hour, the enforced one a minute: Retry-After
 	// must tell the enforced rule's wait
 	lim, _ := d.LimitingResult()
-	h := core.NewHeaders(d, core.HeadersLegacy, 0)
-	if retry, err := strconv.Atoi(h.Get(core.HeaderRetryAfter)); lim.Rule != "default" || err != nil || retry < 1 || retry > 60 {
-		t.Fatalf("limiting %q, Retry-After %q", lim.Rule, h.Get(core.HeaderRetryAfter))
+	h := adapter.NewHeaders(d, adapter.HeadersLegacy, 0)
+	if retry, err := strconv.Atoi(h.Get(adapter.HeaderRetryAfter)); lim.Rule != "default" || err != nil || retry < 1 || retry > 60 {
+		t.Fatalf("limiting %q, Retry-After %q", lim.Rule, h.Get(adapter.HeaderRetryAfter))
 	}
 }
+
+// shadowDenied reports whether a rule in shadow mode would have denied the
+// request.
+func shadowDenied(d core.Decision) bool {
+	for _, r := range d.Results {
+		if r.Shadow && !r.Allowed {
+			return true
+		}
+	}
+	return false
+}
+
+// nopObserver is an observer that does nothing.
+type nopObserver struct{}
+
+func (nopObserver) Decided(context.Context, core.DecisionEvent)         {}
+func (nopObserver) StoreCalled(time.Duration, error)                    {}
+func (nopObserver) BreakerChanged(core.BreakerState, core.BreakerState) {}

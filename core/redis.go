@@ -2,11 +2,11 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,47 +23,6 @@ type RedisStore struct {
 	limits  sync.Map // Limit → *limitScripts
 	nlimits atomic.Int32
 	batch   *batcher // nil unless WithBatching
-}
-
-// RedisOption configures a [RedisStore].
-type RedisOption func(*redisConfig)
-
-type redisConfig struct {
-	batch    bool
-	maxBatch int
-	parallel int
-	maxWait  time.Duration
-}
-
-// WithBatching coalesces concurrent decisions of one process into pipelined
-// round trips: calls that arrive while a pipeline is in flight share the
-// next one, up to maxBatch calls a pipeline and parallel pipelines in
-// flight at once. A lone caller goes out at once, so batching adds no wait
-// of its own; maxWait > 0 holds each pipeline open up to that long for more
-// calls, trading latency for fewer round trips.
-//
-// One-key GCRA calls of one limit that share a pipeline are decided by one
-// script call, in the order they queued, as if each had run alone at the
-// same instant: Redis then reads its clock once, reads all their keys with
-// one MGET and writes each key once. Through a *redis.Client (one server,
-// or a Sentinel-watched master) any keys share a script call; through a
-// Cluster or Ring client, only keys with one hash tag (one identity's keys,
-// see [Key]) do. Other calls go in the pipeline one command each.
-//
-// Use it when many goroutines decide at once (dozens or more in flight):
-// the same Redis then serves several times the decisions per second. With
-// few concurrent callers it gains little. The client must have a Pipeline
-// method (*redis.Client, *redis.ClusterClient and *redis.Ring do); a
-// Cluster pipeline is split by node. Commands answered NOSCRIPT are sent
-// again by EVAL.
-// Call [RedisStore.Close] when done: it fails calls still queued with
-// [ErrClosed] and waits for pipelines in flight.
-//
-// Defaults when zero: maxBatch 128, parallel 4.
-func WithBatching(maxBatch, parallel int, maxWait time.Duration) RedisOption {
-	return func(c *redisConfig) {
-		c.batch, c.maxBatch, c.parallel, c.maxWait = true, maxBatch, parallel, maxWait
-	}
 }
 
 // maxCompiledLimits bounds how many distinct limits get scripts of their
@@ -111,36 +70,49 @@ type processor interface {
 // Each distinct limit (up to 256 of them) gets a script of its own with the
 // limit compiled in, so a call sends only the key and the cost.
 //
-// NewRedisStore panics on a nil client, or with [WithBatching] on a client
-// without a Pipeline method: both are programming errors.
-func NewRedisStore(client redis.Scripter, opts ...RedisOption) *RedisStore {
+// NewRedisStore takes [WithBatching], and returns an error for a nil
+// client, for any other option, and for batching over a client without a
+// Pipeline method.
+func NewRedisStore(client redis.Scripter, opts ...Option) (*RedisStore, error) {
 	if client == nil {
-		panic("ratekit: NewRedisStore: nil client")
+		return nil, errors.New("ratekit: NewRedisStore: nil client")
 	}
-	var cfg redisConfig
-	for _, o := range opts {
-		o(&cfg)
+	cfg, err := newConfig(forRedis, nil, opts)
+	if err != nil {
+		return nil, err
 	}
 	s := &RedisStore{client: client}
 	s.proc, _ = client.(processor)
-	if cfg.batch {
+	if b := cfg.batching; b != nil {
 		p, ok := client.(pipeliner)
 		if !ok {
-			panic(fmt.Sprintf("ratekit: NewRedisStore: WithBatching needs a client with a Pipeline method, not %T", client))
-		}
-		if cfg.maxBatch < 1 {
-			cfg.maxBatch = 128
-		}
-		if cfg.parallel < 1 {
-			cfg.parallel = 4
+			return nil, fmt.Errorf("ratekit: NewRedisStore: WithBatching needs a client with a Pipeline method, not %T", client)
 		}
 		// a plain client talks to one server (or one Sentinel-watched
 		// master), where a script may take keys of any slots; other clients
 		// shard by hash tag, so only keys sharing one may share a script
 		_, oneServer := client.(*redis.Client)
-		s.batch = newBatcher(p, s.proc, cfg.maxBatch, cfg.parallel, cfg.maxWait, oneServer)
+		s.batch = newBatcher(p, s.proc, b.MaxBatch, b.Parallel, b.MaxWait, oneServer)
 	}
-	return s
+	return s, nil
+}
+
+// Traits reports whether the store keeps deadlines by itself: it does over
+// a *redis.Client, *redis.ClusterClient or *redis.Ring with
+// ContextTimeoutEnabled, which sets each connection's read and write
+// deadlines from the context, and dials, waits for a pooled connection and
+// backs off between retries within it. See [WithTimeout].
+func (s *RedisStore) Traits() Traits {
+	var keeps bool
+	switch c := s.client.(type) {
+	case *redis.Client:
+		keeps = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		keeps = c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		keeps = c.Options().ContextTimeoutEnabled
+	}
+	return Traits{KeepsDeadlines: keeps}
 }
 
 // Close fails a batching store's queued calls and waits for pipelines in
@@ -151,20 +123,6 @@ func (s *RedisStore) Close() error {
 		s.batch.close()
 	}
 	return nil
-}
-
-// Allow is shorthand for AllowN(ctx, key, limit, 1).
-func (s *RedisStore) Allow(ctx context.Context, key string, limit Limit) (Result, error) {
-	return s.AllowN(ctx, key, limit, 1)
-}
-
-// AllowN reports whether n units may be spent now under limit for key, and
-// spends them if so. A cost above the limit's capacity is denied without
-// spending anything, with RetryAfter -1 ([Result.Never]).
-func (s *RedisStore) AllowN(ctx context.Context, key string, limit Limit, n int) (Result, error) {
-	var res [1]Result
-	err := s.allow(ctx, []Check{{Key: key, Limit: limit}}, n, res[:])
-	return res[0], err
 }
 
 // AllowAllN implements [Store.AllowAllN] in one script call.
@@ -181,6 +139,7 @@ func (s *RedisStore) AllowAllN(ctx context.Context, checks []Check, n int) ([]Re
 // is not sent: the one-key scripts take an absent cost for 1.
 type oneKeyArgs [5]any
 
+// allow decides checks at cost n into results, in one script call.
 func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results []Result) error {
 	if err := validate(checks, n); err != nil {
 		return err
@@ -193,53 +152,10 @@ func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results [
 	)
 	if ls := s.scripts(checks[0].Limit); len(checks) == 1 && ls.single != nil {
 		sc = ls.single
-		switch {
-		case s.batch != nil:
-			c := s.batch.call()
-			c.oneKey(sc, checks[0].Key, n)
-			ireply, sreply, err = s.batch.do(ctx, c)
-		case s.proc != nil:
-			args := &oneKeyArgs{nil, nil, 1, checks[0].Key, n}
-			if n == 1 {
-				ireply, sreply, err = s.eval(ctx, sc, args[:4])
-			} else {
-				ireply, sreply, err = s.eval(ctx, sc, args[:])
-			}
-		case n == 1:
-			ireply, sreply, err = sc.split(sc.Run(ctx, s.client, []string{checks[0].Key}).Result())
-		default:
-			ireply, sreply, err = sc.split(sc.Run(ctx, s.client, []string{checks[0].Key}, n).Result())
-		}
+		ireply, sreply, err = s.runOne(ctx, sc, checks[0].Key, n)
 	} else {
 		sc = scriptFor(checks)
-		if s.proc != nil || s.batch != nil {
-			args := make([]any, 3, 4+5*len(checks))
-			args[2] = len(checks)
-			for i := range checks {
-				args = append(args, checks[i].Key)
-			}
-			args = append(args, n)
-			for i := range checks {
-				args = append(args, s.scripts(checks[i].Limit).args[:]...)
-			}
-			if s.batch != nil {
-				c := s.batch.call()
-				c.sc, c.args = sc, args
-				args[0], args[1] = "evalsha", sc.sha
-				ireply, sreply, err = s.batch.do(ctx, c)
-			} else {
-				ireply, sreply, err = s.eval(ctx, sc, args)
-			}
-		} else {
-			keys := make([]string, len(checks))
-			args := make([]any, 1, 1+4*len(checks))
-			args[0] = n
-			for i := range checks {
-				keys[i] = checks[i].Key
-				args = append(args, s.scripts(checks[i].Limit).args[:]...)
-			}
-			ireply, sreply, err = sc.split(sc.Run(ctx, s.client, keys, args...).Result())
-		}
+		ireply, sreply, err = s.runMany(ctx, sc, checks, n)
 	}
 	if err != nil {
 		return fmt.Errorf("ratekit: redis: %w", err)
@@ -249,6 +165,57 @@ func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results [
 		return err
 	}
 	return parseReply(sreply, checks, results)
+}
+
+// runOne runs the one-key script sc on key at cost n: through the batcher,
+// the client's Process method, or the generic script runner.
+func (s *RedisStore) runOne(ctx context.Context, sc *script, key string, n int) (int64, string, error) {
+	switch {
+	case s.batch != nil:
+		c := s.batch.call()
+		c.oneKey(sc, key, n)
+		return s.batch.do(ctx, c)
+	case s.proc != nil:
+		args := &oneKeyArgs{nil, nil, 1, key, n}
+		if n == 1 {
+			return s.eval(ctx, sc, args[:4])
+		}
+		return s.eval(ctx, sc, args[:])
+	case n == 1:
+		return sc.split(sc.Run(ctx, s.client, []string{key}).Result())
+	}
+	return sc.split(sc.Run(ctx, s.client, []string{key}, n).Result())
+}
+
+// runMany runs the generic script sc on checks at cost n, each limit's
+// arguments sent with its key.
+func (s *RedisStore) runMany(ctx context.Context, sc *script, checks []Check, n int) (int64, string, error) {
+	if s.proc == nil && s.batch == nil {
+		keys := make([]string, len(checks))
+		args := make([]any, 1, 1+4*len(checks))
+		args[0] = n
+		for i := range checks {
+			keys[i] = checks[i].Key
+			args = append(args, s.scripts(checks[i].Limit).args[:]...)
+		}
+		return sc.split(sc.Run(ctx, s.client, keys, args...).Result())
+	}
+	args := make([]any, 3, 4+5*len(checks))
+	args[2] = len(checks)
+	for i := range checks {
+		args = append(args, checks[i].Key)
+	}
+	args = append(args, n)
+	for i := range checks {
+		args = append(args, s.scripts(checks[i].Limit).args[:]...)
+	}
+	if s.batch == nil {
+		return s.eval(ctx, sc, args)
+	}
+	c := s.batch.call()
+	c.sc, c.args = sc, args
+	args[0], args[1] = "evalsha", sc.sha
+	return s.batch.do(ctx, c)
 }
 
 // eval runs sc by EVALSHA, and by EVAL when the server answers NOSCRIPT

@@ -24,8 +24,8 @@ func TestRedisStoreNoScript(t *testing.T) {
 	c := srv.Client(t)
 	ctx := context.Background()
 	stores := map[string]core.Store{
-		"client":        core.NewRedisStore(c),
-		"scripter-only": core.NewRedisStore(scripterOnly{c}),
+		"client":        core.MustRedisStore(c),
+		"scripter-only": core.MustRedisStore(scripterOnly{c}),
 	}
 	limit := core.PerHour(10).WithBurst(4)
 	for name, s := range stores {
@@ -38,7 +38,7 @@ func TestRedisStoreNoScript(t *testing.T) {
 			calls = append(calls,
 				[]core.Check{{Key: id + "a", Limit: limit}, {Key: id + "b", Limit: limit.WithBurst(2)}},
 				[]core.Check{{Key: id + "c", Limit: limit}, {Key: id + "d", Limit: limit.WithAlgorithm(core.FixedWindow)}})
-			mem := core.NewMemoryStore()
+			mem := core.MustMemoryStore()
 			defer mem.Close()
 			for round := range 3 {
 				for i, checks := range calls {

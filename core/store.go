@@ -10,18 +10,52 @@ import (
 // safe for concurrent use. Being limited is a [Result], never an error; an
 // error means the store could not decide (bad input, or the store failed).
 type Store interface {
-	// AllowN reports whether n units may be spent now under limit for key,
-	// and spends them if so.
-	AllowN(ctx context.Context, key string, limit Limit, n int) (Result, error)
-	// AllowAllN decides several limits at once, all or nothing: n units are
-	// spent from every check's key only if every limit allows them. The
-	// results follow the order of checks. When one limit denies, every
-	// result has Allowed false, nothing is spent, and each result describes
-	// its key as it stands (RetryAfter 0 for a limit that had room).
+	// AllowAllN decides one or several limits at once, all or nothing: n
+	// units are spent from every check's key only if every limit allows
+	// them. The results follow the order of checks. When one limit denies,
+	// every result has Allowed false, nothing is spent, and each result
+	// describes its key as it stands (RetryAfter 0 for a limit that had
+	// room). A cost above a limit's capacity is denied without spending
+	// anything, with RetryAfter -1 ([Result.Never]).
 	//
 	// In a Redis Cluster all keys must share one hash slot, as the keys
-	// [Key] builds for one identity do.
+	// [Limiter.StorageKey] builds for one identity do.
 	AllowAllN(ctx context.Context, checks []Check, n int) ([]Result, error)
+}
+
+// Traits says what a [Store] promises about its calls, so that a [Limiter]
+// calls it the best way it safely can. The zero value promises nothing: the
+// Limiter then gives each call a goroutine that it abandons at the
+// deadline, a circuit breaker, a failure policy and a denied-key cache.
+type Traits struct {
+	// KeepsDeadlines reports that every call returns by its context's
+	// deadline on its own, and frees what it holds: the Limiter then calls
+	// the store on the request's goroutine. A [RedisStore] over a go-redis
+	// client with ContextTimeoutEnabled keeps deadlines.
+	KeepsDeadlines bool
+	// InProcess reports that the store decides in this process's memory:
+	// its calls neither wait on I/O nor fail for want of a backend, so the
+	// Limiter calls it directly, without deadline, breaker, failure policy
+	// or denied-key cache. A [MemoryStore] decides in process.
+	InProcess bool
+}
+
+// TraitsReporter is implemented by a [Store] that states its [Traits].
+// A store that wraps another (for metrics, tracing, leasing) should
+// implement it by returning [TraitsOf] the store it wraps, changed only
+// where the wrapper changes what the inner store promises; otherwise the
+// wrapped store is called as if it promised nothing.
+type TraitsReporter interface {
+	Traits() Traits
+}
+
+// TraitsOf returns the [Traits] that s states, or the zero Traits when it
+// states none.
+func TraitsOf(s Store) Traits {
+	if r, ok := s.(TraitsReporter); ok {
+		return r.Traits()
+	}
+	return Traits{}
 }
 
 // Check is one limit to decide on one storage key, for [Store.AllowAllN].

@@ -3,7 +3,7 @@
 // [New] returns an echo.MiddlewareFunc: use it globally (e.Use), on a group
 // (e.Group(prefix, mw)) or on one route (e.POST("/login", h, mw)).
 // Middlewares stack, each with its own rules, and the response describes the
-// rules of all of them (see [core.Headers.SetHTTP]). A limited request is
+// rules of all of them (see [adapter.Headers.SetHTTP]). A limited request is
 // answered 429 with Retry-After and the next handler is not called.
 //
 // Per-route keys (keyfuncs.Route) read c.Path(), the matched pattern such
@@ -22,20 +22,19 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 )
 
 // Option configures a middleware. Options are sealed: only this package
 // makes them.
-type Option func(*config) error
+type Option = adapter.Option[hooks]
 
-type config struct {
-	core    core.MiddlewareConfig
+// hooks are what this package's own options set, in Echo's types.
+type hooks struct {
 	skipper func(echo.Context) bool
 	denied  func(echo.Context, core.Decision) error
 	onError func(echo.Context, error) error
 }
-
-var errNilFunc = errors.New("echolimit: nil function in option")
 
 // WithSkipper makes the middleware pass requests for which skipper reports
 // true straight to the next handler, unlimited and without rate-limit
@@ -43,25 +42,7 @@ var errNilFunc = errors.New("echolimit: nil function in option")
 // no request is skipped. To exempt requests from one rule only, set that
 // rule's Skip.
 func WithSkipper(skipper func(c echo.Context) bool) Option {
-	return func(c *config) error {
-		if skipper == nil {
-			return errNilFunc
-		}
-		c.skipper = skipper
-		return nil
-	}
-}
-
-// WithHeaders selects the rate-limit header fields that responses carry;
-// [core.HeadersBoth] by default. See [core.NewHeaders] for their values.
-func WithHeaders(style core.HeaderStyle) Option {
-	return func(c *config) error { c.core.Headers = style; return nil }
-}
-
-// WithIETFDraft selects the syntax of the IETF RateLimit-Policy and
-// RateLimit fields; [core.DefaultIETFDraft] by default.
-func WithIETFDraft(draft core.IETFDraft) Option {
-	return func(c *config) error { c.core.Draft = draft; return nil }
+	return adapter.WithHook(skipper == nil, func(h *hooks) { h.skipper = skipper })
 }
 
 // WithDeniedHandler replaces the default answer to a limited request (429
@@ -70,65 +51,47 @@ func WithIETFDraft(draft core.IETFDraft) Option {
 // error for Echo's HTTPErrorHandler, such as
 // echo.NewHTTPError(http.StatusTooManyRequests).
 func WithDeniedHandler(denied func(c echo.Context, d core.Decision) error) Option {
-	return func(c *config) error {
-		if denied == nil {
-			return errNilFunc
-		}
-		c.denied = denied
-		return nil
-	}
+	return adapter.WithHook(denied == nil, func(h *hooks) { h.denied = denied })
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
 // made: err wraps [core.ErrUnavailable] when the store is unavailable and
 // the Limiter fails closed (Retry-After is already set; the default answer
 // is the fail-closed status), [core.ErrNoIdentity] when a rule found no
-// identity under [core.NoIdentity401] (default 401), and is a
+// identity under [adapter.NoIdentity401] (default 401), and is a
 // misconfiguration otherwise (default 500). err's text is for logs: do not
 // send it to clients.
 func WithErrorHandler(onError func(c echo.Context, err error) error) Option {
-	return func(c *config) error {
-		if onError == nil {
-			return errNilFunc
-		}
-		c.onError = onError
-		return nil
-	}
+	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
 }
 
-// WithFailClosedStatus sets the status of the answer when the store is
-// unavailable and the Limiter fails closed; 503 by default.
-func WithFailClosedStatus(status int) Option {
-	return func(c *config) error { c.core.FailClosedStatus = status; return nil }
-}
+// WithHeaders selects the rate-limit header fields: see [adapter.WithHeaders].
+func WithHeaders(style adapter.HeaderStyle) Option { return adapter.WithHeaders[hooks](style) }
 
-// WithNoIdentity says what to do when a rule's key function finds no
-// identity: skip that rule ([core.NoIdentityNext], the default) or answer
-// 401 ([core.NoIdentity401]).
-func WithNoIdentity(policy core.NoIdentityPolicy) Option {
-	return func(c *config) error { c.core.NoIdentity = policy; return nil }
+// WithIETFDraft selects the syntax of the IETF fields: see [adapter.WithIETFDraft].
+func WithIETFDraft(draft adapter.IETFDraft) Option { return adapter.WithIETFDraft[hooks](draft) }
+
+// WithFailClosedStatus sets the status of a fail-closed answer: see
+// [adapter.WithFailClosedStatus].
+func WithFailClosedStatus(status int) Option { return adapter.WithFailClosedStatus[hooks](status) }
+
+// WithNoIdentity says what to do when a rule finds no identity: see
+// [adapter.WithNoIdentity].
+func WithNoIdentity(policy adapter.NoIdentityPolicy) Option {
+	return adapter.WithNoIdentity[hooks](policy)
 }
 
 // New returns middleware that checks each request against rules with l,
 // sets the rate-limit headers, and either calls the next handler or answers
 // 429 with Retry-After. It returns an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (echo.MiddlewareFunc, error) {
-	var cfg config
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("echolimit: nil option")
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	m, err := core.NewMiddleware(l, rules, cfg.core)
+	m, h, err := adapter.Build("echolimit", l, rules, opts)
 	if err != nil {
 		return nil, err
 	}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if cfg.skipper != nil && cfg.skipper(c) {
+			if h.skipper != nil && h.skipper(c) {
 				return next(c)
 			}
 			req := requests.Get().(*request)
@@ -140,12 +103,12 @@ func New(l *core.Limiter, rules []core.Rule, opts ...Option) (echo.MiddlewareFun
 			switch {
 			case out.Proceed():
 				return next(c)
-			case out.Limited() && cfg.denied != nil:
-				return cfg.denied(c, out.Decision)
-			case !out.Limited() && cfg.onError != nil:
-				return cfg.onError(c, out.Err)
+			case out.Limited() && h.denied != nil:
+				return h.denied(c, out.Decision)
+			case !out.Limited() && h.onError != nil:
+				return h.onError(c, out.Err)
 			}
-			return c.Blob(out.Status, core.ProblemContentType, out.Body)
+			return c.Blob(out.Status, adapter.ProblemContentType, out.Body)
 		}
 	}, nil
 }

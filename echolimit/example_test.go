@@ -16,21 +16,24 @@ import (
 	"github.com/ratekit/ratekit/keyfuncs"
 )
 
-// A global limit of 100 requests a minute per client IP, and a stricter
-// one on the login route, over Redis.
+// A global limit of 100 requests a minute per client IP that skips health
+// checks, and a stricter one on a group of login routes, over Redis.
 func Example() {
-	mr := miniredis.NewMiniRedis() // stands in for Redis
-	if err := mr.Start(); err != nil {
+	mr, err := miniredis.Run() // stands in for Redis
+	if err != nil {
 		log.Fatal(err)
 	}
 	defer mr.Close()
 	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // a still clock: the output is exact
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-
+	store, err := core.NewRedisStore(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	// miniredis shares this process's CPU: a deadline of a second keeps a
 	// busy machine from sending the example to the local fallback
-	limiter, err := core.NewLimiter(core.NewRedisStore(rdb), core.WithTimeout(time.Second))
+	limiter, err := core.NewLimiter(store, core.WithTimeout(time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -38,24 +41,21 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	perIP, err := echolimit.New(limiter, []core.Rule{{Name: "default", Limit: core.PerMinute(100), Key: clientIP}},
-		echolimit.WithSkipper(func(c echo.Context) bool { return c.Path() == "/healthz" }))
-	if err != nil {
-		log.Fatal(err)
-	}
-	login, err := echolimit.New(limiter, []core.Rule{{Name: "login", Limit: core.PerMinute(2), Key: clientIP}})
-	if err != nil {
-		log.Fatal(err)
-	}
 
+	// the global limit skips health checks, as an echo middleware.Skipper would
+	healthz := func(c echo.Context) bool { return c.Path() == "/healthz" }
+	// MustNew suits rules fixed at start-up; the login limit applies to
+	// the routes of its group alone
 	e := echo.New()
-	e.Use(perIP)
+	e.Use(echolimit.MustNew(limiter, []core.Rule{{Name: "default", Limit: core.PerMinute(100), Key: clientIP}},
+		echolimit.WithSkipper(healthz)))
+	auth := e.Group("/auth", echolimit.MustNew(limiter, []core.Rule{{Name: "login", Limit: core.PerMinute(2), Key: clientIP}}))
+	auth.POST("/login", func(c echo.Context) error { return c.String(http.StatusOK, "welcome") })
 	e.GET("/healthz", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
-	e.POST("/login", func(c echo.Context) error { return c.String(http.StatusOK, "welcome") }, login)
 
 	for range 3 {
 		w := httptest.NewRecorder()
-		e.ServeHTTP(w, httptest.NewRequest("POST", "/login", nil))
+		e.ServeHTTP(w, httptest.NewRequest("POST", "/auth/login", nil))
 		fmt.Printf("%d X-RateLimit-Remaining=%s Retry-After=%q\n", w.Code, w.Header().Get("X-RateLimit-Remaining"), w.Header().Get("Retry-After"))
 		fmt.Println("    RateLimit:", w.Header().Get("RateLimit"))
 	}

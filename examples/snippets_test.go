@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -23,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/echolimit"
 	"github.com/ratekit/ratekit/fiberlimit"
 	"github.com/ratekit/ratekit/ginlimit"
@@ -35,7 +37,11 @@ import (
 func Example_netHTTP() {
 	// snippet:setup
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	limiter, err := core.NewLimiter(core.NewRedisStore(rdb))
+	store, err := core.NewRedisStore(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := core.NewLimiter(store)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -56,7 +62,11 @@ func Example_netHTTP() {
 // Gin.
 func Example_gin() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	limiter, err := core.NewLimiter(core.NewRedisStore(rdb))
+	store, err := core.NewRedisStore(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := core.NewLimiter(store)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -77,7 +87,11 @@ func Example_gin() {
 // Echo.
 func Example_echo() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	limiter, err := core.NewLimiter(core.NewRedisStore(rdb))
+	store, err := core.NewRedisStore(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := core.NewLimiter(store)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -98,7 +112,11 @@ func Example_echo() {
 // Fiber.
 func Example_fiber() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	limiter, err := core.NewLimiter(core.NewRedisStore(rdb))
+	store, err := core.NewRedisStore(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := core.NewLimiter(store)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -136,7 +154,11 @@ func Example_sharedLimit() {
 	}()
 	newLimiter := func() *core.Limiter { // a replica's own client and Limiter
 		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		l, err := core.NewLimiter(core.NewRedisStore(rdb))
+		store, err := core.NewRedisStore(rdb)
+		if err != nil {
+			log.Fatal(err)
+		}
+		l, err := core.NewLimiter(store)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -219,7 +241,7 @@ func Example_trustedProxies() {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = c.peer
 		r.Header.Set("X-Forwarded-For", c.xff)
-		id, err := clientIP(core.HTTPRequest(r))
+		id, err := clientIP(adapter.HTTPRequest(r))
 		fmt.Println(id, err)
 	}
 	// Output:
@@ -233,7 +255,10 @@ func Example_clusterAndSentinel() {
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: []string{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"},
 	})
-	onCluster := core.NewRedisStore(cluster)
+	onCluster, err := core.NewRedisStore(cluster)
+	if err != nil {
+		log.Fatal(err)
+	}
 	// snippet:end
 
 	// snippet:sentinel
@@ -241,7 +266,10 @@ func Example_clusterAndSentinel() {
 		MasterName:    "mymaster",
 		SentinelAddrs: []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"},
 	})
-	onSentinel := core.NewRedisStore(failover)
+	onSentinel, err := core.NewRedisStore(failover)
+	if err != nil {
+		log.Fatal(err)
+	}
 	// snippet:end
 	_, _ = onCluster, onSentinel
 }
@@ -249,8 +277,12 @@ func Example_clusterAndSentinel() {
 // The failure policy and the deadline of every store call.
 func Example_failureModes() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true, MaxRetries: -1})
+	store, err := core.NewRedisStore(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	// snippet:failure
-	limiter, err := core.NewLimiter(core.NewRedisStore(rdb),
+	limiter, err := core.NewLimiter(store,
 		core.WithFailurePolicy(core.FailLocal), // the default; or FailOpen, FailClosed
 		core.WithReplicas(4),                   // while local, each of 4 replicas counts 1/4 of each limit
 		core.WithTimeout(50*time.Millisecond),  // the default deadline of a store call
@@ -265,10 +297,14 @@ func Example_failureModes() {
 // Prometheus metrics and debug logs.
 func Example_metrics() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	store, err := core.NewRedisStore(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	// snippet:metrics
 	collector := promlimit.MustNew()
 	prometheus.MustRegister(collector)
-	limiter, err := core.NewLimiter(core.NewRedisStore(rdb), core.WithObserver(collector))
+	limiter, err := core.NewLimiter(store, core.WithObserver(collector))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -278,7 +314,7 @@ func Example_metrics() {
 
 	// snippet:debuglog
 	debug := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	limiter, err = core.NewLimiter(core.NewRedisStore(rdb), core.WithLogger(debug))
+	limiter, err = core.NewLimiter(store, core.WithLogger(debug))
 	// logs: level=DEBUG msg="ratekit: decision" rule=default identity=ip:5f0c3a1d9be2 verdict=allowed ...
 	// snippet:end
 	if err != nil {
@@ -290,7 +326,12 @@ func Example_metrics() {
 // A new, lower limit tried in shadow mode beside the enforced one: it is
 // counted, and denies nothing.
 func Example_shadow() {
-	limiter, err := core.NewLimiter(core.NewMemoryStore())
+	store, err := core.NewMemoryStore()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	limiter, err := core.NewLimiter(store)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -305,16 +346,47 @@ func Example_shadow() {
 		{Name: "default-trial", Limit: core.PerMinute(2), Key: clientIP, Shadow: true}, // counted, never denies
 	}
 	// snippet:end
-	req := core.HTTPRequest(httptest.NewRequest("GET", "/", nil))
+	req := adapter.HTTPRequest(httptest.NewRequest("GET", "/", nil))
 	for range 3 {
 		d, err := limiter.Check(context.Background(), req, rules)
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("allowed=%v shadow-denied=%v\n", d.Allowed, d.ShadowDenied())
+		// a shadow rule that would have denied reports Allowed false
+		shadowDenied := slices.ContainsFunc(d.Results, func(r core.RuleResult) bool { return r.Shadow && !r.Allowed })
+		fmt.Printf("allowed=%v shadow-denied=%v\n", d.Allowed, shadowDenied)
 	}
 	// Output:
 	// allowed=true shadow-denied=false
 	// allowed=true shadow-denied=false
 	// allowed=true shadow-denied=true
+}
+
+// A store used directly, without rules or middleware.
+func Example_storeDirect() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	mem, err := core.NewMemoryStore()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := core.NewLimiter(mem)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer limiter.Close()
+	ctx := context.Background()
+	// snippet:direct
+	store, err := core.NewRedisStore(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	key, err := limiter.StorageKey("api", "ip:203.0.113.7") // "ratekit:api:{ip:203.0.113.7}"
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := store.AllowAllN(ctx, []core.Check{{Key: key, Limit: core.PerMinute(100)}}, 1)
+	// err: Redis could not decide. !res[0].Allowed: limited, a result, never an error;
+	// retry after res[0].RetryAfter.
+	// snippet:end
+	_, _ = res, err
 }

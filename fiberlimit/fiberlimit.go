@@ -3,7 +3,7 @@
 // [New] returns a fiber.Handler: use it globally (app.Use), on a group
 // (app.Group(prefix, mw)) or on one route (app.Post("/login", mw, h)).
 // Middlewares stack, each with its own rules, and the response describes the
-// rules of all of them (see [core.Headers.Set]). A limited request is
+// rules of all of them (see [adapter.Headers.Set]). A limited request is
 // answered 429 with Retry-After and the next handler is not called.
 //
 // The request is read through fasthttp directly, never converted to
@@ -28,20 +28,19 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 )
 
 // Option configures a middleware. Options are sealed: only this package
 // makes them.
-type Option func(*config) error
+type Option = adapter.Option[hooks]
 
-type config struct {
-	core    core.MiddlewareConfig
+// hooks are what this package's own options set, in Fiber's types.
+type hooks struct {
 	next    func(*fiber.Ctx) bool
 	denied  func(*fiber.Ctx, core.Decision) error
 	onError func(*fiber.Ctx, error) error
 }
-
-var errNilFunc = errors.New("fiberlimit: nil function in option")
 
 // WithNext makes the middleware pass requests for which next reports true
 // straight to the next handler, unlimited and without rate-limit headers:
@@ -49,25 +48,7 @@ var errNilFunc = errors.New("fiberlimit: nil function in option")
 // default no request is skipped. To exempt requests from one rule only, set
 // that rule's Skip.
 func WithNext(next func(c *fiber.Ctx) bool) Option {
-	return func(c *config) error {
-		if next == nil {
-			return errNilFunc
-		}
-		c.next = next
-		return nil
-	}
-}
-
-// WithHeaders selects the rate-limit header fields that responses carry;
-// [core.HeadersBoth] by default. See [core.NewHeaders] for their values.
-func WithHeaders(style core.HeaderStyle) Option {
-	return func(c *config) error { c.core.Headers = style; return nil }
-}
-
-// WithIETFDraft selects the syntax of the IETF RateLimit-Policy and
-// RateLimit fields; [core.DefaultIETFDraft] by default.
-func WithIETFDraft(draft core.IETFDraft) Option {
-	return func(c *config) error { c.core.Draft = draft; return nil }
+	return adapter.WithHook(next == nil, func(h *hooks) { h.next = next })
 }
 
 // WithDeniedHandler replaces the default answer to a limited request (429
@@ -75,64 +56,46 @@ func WithIETFDraft(draft core.IETFDraft) Option {
 // Retry-After are already set; denied writes the answer, or returns an
 // error for the app's ErrorHandler, such as fiber.ErrTooManyRequests.
 func WithDeniedHandler(denied func(c *fiber.Ctx, d core.Decision) error) Option {
-	return func(c *config) error {
-		if denied == nil {
-			return errNilFunc
-		}
-		c.denied = denied
-		return nil
-	}
+	return adapter.WithHook(denied == nil, func(h *hooks) { h.denied = denied })
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
 // made: err wraps [core.ErrUnavailable] when the store is unavailable and
 // the Limiter fails closed (Retry-After is already set; the default answer
 // is the fail-closed status), [core.ErrNoIdentity] when a rule found no
-// identity under [core.NoIdentity401] (default 401), and is a
+// identity under [adapter.NoIdentity401] (default 401), and is a
 // misconfiguration otherwise (default 500). err's text is for logs: do not
 // send it to clients.
 func WithErrorHandler(onError func(c *fiber.Ctx, err error) error) Option {
-	return func(c *config) error {
-		if onError == nil {
-			return errNilFunc
-		}
-		c.onError = onError
-		return nil
-	}
+	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
 }
 
-// WithFailClosedStatus sets the status of the answer when the store is
-// unavailable and the Limiter fails closed; 503 by default.
-func WithFailClosedStatus(status int) Option {
-	return func(c *config) error { c.core.FailClosedStatus = status; return nil }
-}
+// WithHeaders selects the rate-limit header fields: see [adapter.WithHeaders].
+func WithHeaders(style adapter.HeaderStyle) Option { return adapter.WithHeaders[hooks](style) }
 
-// WithNoIdentity says what to do when a rule's key function finds no
-// identity: skip that rule ([core.NoIdentityNext], the default) or answer
-// 401 ([core.NoIdentity401]).
-func WithNoIdentity(policy core.NoIdentityPolicy) Option {
-	return func(c *config) error { c.core.NoIdentity = policy; return nil }
+// WithIETFDraft selects the syntax of the IETF fields: see [adapter.WithIETFDraft].
+func WithIETFDraft(draft adapter.IETFDraft) Option { return adapter.WithIETFDraft[hooks](draft) }
+
+// WithFailClosedStatus sets the status of a fail-closed answer: see
+// [adapter.WithFailClosedStatus].
+func WithFailClosedStatus(status int) Option { return adapter.WithFailClosedStatus[hooks](status) }
+
+// WithNoIdentity says what to do when a rule finds no identity: see
+// [adapter.WithNoIdentity].
+func WithNoIdentity(policy adapter.NoIdentityPolicy) Option {
+	return adapter.WithNoIdentity[hooks](policy)
 }
 
 // New returns middleware that checks each request against rules with l,
 // sets the rate-limit headers, and either calls c.Next() or answers 429
 // with Retry-After. It returns an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (fiber.Handler, error) {
-	var cfg config
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("fiberlimit: nil option")
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	m, err := core.NewMiddleware(l, rules, cfg.core)
+	m, h, err := adapter.Build("fiberlimit", l, rules, opts)
 	if err != nil {
 		return nil, err
 	}
 	return func(c *fiber.Ctx) error {
-		if cfg.next != nil && cfg.next(c) {
+		if h.next != nil && h.next(c) {
 			return c.Next()
 		}
 		out := m.Handle(request{c})
@@ -140,12 +103,12 @@ func New(l *core.Limiter, rules []core.Rule, opts ...Option) (fiber.Handler, err
 		switch {
 		case out.Proceed():
 			return c.Next()
-		case out.Limited() && cfg.denied != nil:
-			return cfg.denied(c, out.Decision)
-		case !out.Limited() && cfg.onError != nil:
-			return cfg.onError(c, out.Err)
+		case out.Limited() && h.denied != nil:
+			return h.denied(c, out.Decision)
+		case !out.Limited() && h.onError != nil:
+			return h.onError(c, out.Err)
 		}
-		c.Status(out.Status).Set(fiber.HeaderContentType, core.ProblemContentType)
+		c.Status(out.Status).Set(fiber.HeaderContentType, adapter.ProblemContentType)
 		return c.Send(out.Body) // shared and never modified, as Send requires
 	}, nil
 }
@@ -207,7 +170,7 @@ func Cost(fn func(*fiber.Ctx) int) func(core.Request) int {
 	}
 }
 
-// responseHeader is the core.ResponseHeader view of a *fiber.Ctx.
+// responseHeader is the adapter.ResponseHeader view of a *fiber.Ctx.
 type responseHeader struct{ c *fiber.Ctx }
 
 func (h responseHeader) Get(name string) string { return h.c.GetRespHeader(name) }

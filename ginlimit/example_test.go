@@ -16,21 +16,55 @@ import (
 	"github.com/ratekit/ratekit/keyfuncs"
 )
 
+// Key limits by what only Gin knows: here, the tenant that an earlier
+// middleware found.
+func ExampleKey() {
+	tenant := ginlimit.Key(func(c *gin.Context) (string, error) {
+		if id := c.GetString("tenant"); id != "" {
+			return "tenant:" + id, nil
+		}
+		return "", core.ErrNoIdentity
+	})
+	store, err := core.NewMemoryStore()
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter, err := core.NewLimiter(store)
+	if err != nil {
+		log.Fatal(err)
+	}
+	perTenant := ginlimit.MustNew(limiter, []core.Rule{{Name: "tenant", Limit: core.PerHour(1000), Key: tenant}})
+
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(func(c *gin.Context) { c.Set("tenant", "acme") }, perTenant)
+	r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "hello") })
+
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	fmt.Println(w.Code, w.Header().Get("RateLimit-Policy"), w.Header().Get("X-RateLimit-Remaining"))
+	// Output:
+	// 200 "tenant";q=1000;w=3600 999
+}
+
 // A global limit of 100 requests a minute per client IP, and a stricter
 // one on the login route, over Redis.
 func Example() {
-	mr := miniredis.NewMiniRedis() // stands in for Redis
-	if err := mr.Start(); err != nil {
+	mr, err := miniredis.Run() // stands in for Redis
+	if err != nil {
 		log.Fatal(err)
 	}
 	defer mr.Close()
 	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // a still clock: the output is exact
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-
+	store, err := core.NewRedisStore(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
 	// miniredis shares this process's CPU: a deadline of a second keeps a
 	// busy machine from sending the example to the local fallback
-	limiter, err := core.NewLimiter(core.NewRedisStore(rdb), core.WithTimeout(time.Second))
+	limiter, err := core.NewLimiter(store, core.WithTimeout(time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -38,20 +72,16 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	perIP, err := ginlimit.New(limiter, []core.Rule{{Name: "default", Limit: core.PerMinute(100), Key: clientIP}})
-	if err != nil {
-		log.Fatal(err)
-	}
-	login, err := ginlimit.New(limiter, []core.Rule{{Name: "login", Limit: core.PerMinute(2), Key: clientIP}})
-	if err != nil {
-		log.Fatal(err)
-	}
 
+	// MustNew suits rules fixed at start-up; a middleware given to one
+	// route limits that route alone
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	r.Use(perIP)
+	r.Use(ginlimit.MustNew(limiter, []core.Rule{{Name: "default", Limit: core.PerMinute(100), Key: clientIP}}))
 	r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "hello") })
-	r.POST("/login", login, func(c *gin.Context) { c.String(http.StatusOK, "welcome") })
+	r.POST("/login",
+		ginlimit.MustNew(limiter, []core.Rule{{Name: "login", Limit: core.PerMinute(2), Key: clientIP}}),
+		func(c *gin.Context) { c.String(http.StatusOK, "welcome") })
 
 	for range 3 {
 		w := httptest.NewRecorder()
@@ -66,34 +96,4 @@ func Example() {
 	//     RateLimit: "default";r=98;t=2, "login";r=0;t=60
 	// 429 X-RateLimit-Remaining=0 Retry-After="30"
 	//     RateLimit: "default";r=97;t=2, "login";r=0;t=60
-}
-
-// Key limits by what only Gin knows: here, the tenant that an earlier
-// middleware found.
-func ExampleKey() {
-	limiter, err := core.NewLimiter(core.NewMemoryStore())
-	if err != nil {
-		log.Fatal(err)
-	}
-	perTenant := ginlimit.MustNew(limiter, []core.Rule{{
-		Name:  "tenant",
-		Limit: core.PerHour(1000),
-		Key: ginlimit.Key(func(c *gin.Context) (string, error) {
-			if id := c.GetString("tenant"); id != "" {
-				return "tenant:" + id, nil
-			}
-			return "", core.ErrNoIdentity
-		}),
-	}})
-
-	gin.SetMode(gin.ReleaseMode)
-	r := gin.New()
-	r.Use(func(c *gin.Context) { c.Set("tenant", "acme") }, perTenant)
-	r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "hello") })
-
-	w := httptest.NewRecorder()
-	r.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
-	fmt.Println(w.Code, w.Header().Get("RateLimit-Policy"), w.Header().Get("X-RateLimit-Remaining"))
-	// Output:
-	// 200 "tenant";q=1000;w=3600 999
 }

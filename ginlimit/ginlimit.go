@@ -3,7 +3,7 @@
 // [New] returns a gin.HandlerFunc: use it globally (r.Use), on a group
 // (g.Use) or on one route (r.POST("/login", mw, handler)). Middlewares
 // stack, each with its own rules, and the response describes the rules of
-// all of them (see [core.Headers.SetHTTP]). A limited request is aborted
+// all of them (see [adapter.Headers.SetHTTP]). A limited request is aborted
 // with 429 and Retry-After; an allowed one goes on with c.Next().
 //
 // Per-route keys (keyfuncs.Route) read c.FullPath(), the matched pattern
@@ -20,45 +20,26 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 )
 
 // Option configures a middleware. Options are sealed: only this package
 // makes them.
-type Option func(*config) error
+type Option = adapter.Option[hooks]
 
-type config struct {
-	core    core.MiddlewareConfig
+// hooks are what this package's own options set, in Gin's types.
+type hooks struct {
 	skip    func(*gin.Context) bool
 	denied  func(*gin.Context, core.Decision)
 	onError func(*gin.Context, error)
 }
-
-var errNilFunc = errors.New("ginlimit: nil function in option")
 
 // WithSkip makes the middleware pass requests for which skip reports true
 // straight to the next handler, unlimited and without rate-limit headers:
 // health checks, say. By default no request is skipped. To exempt requests
 // from one rule only, set that rule's Skip.
 func WithSkip(skip func(*gin.Context) bool) Option {
-	return func(c *config) error {
-		if skip == nil {
-			return errNilFunc
-		}
-		c.skip = skip
-		return nil
-	}
-}
-
-// WithHeaders selects the rate-limit header fields that responses carry;
-// [core.HeadersBoth] by default. See [core.NewHeaders] for their values.
-func WithHeaders(style core.HeaderStyle) Option {
-	return func(c *config) error { c.core.Headers = style; return nil }
-}
-
-// WithIETFDraft selects the syntax of the IETF RateLimit-Policy and
-// RateLimit fields; [core.DefaultIETFDraft] by default.
-func WithIETFDraft(draft core.IETFDraft) Option {
-	return func(c *config) error { c.core.Draft = draft; return nil }
+	return adapter.WithHook(skip == nil, func(h *hooks) { h.skip = skip })
 }
 
 // WithDeniedHandler replaces the default answer to a limited request (429
@@ -66,64 +47,46 @@ func WithIETFDraft(draft core.IETFDraft) Option {
 // Retry-After are already set; denied writes the status and body, and the
 // middleware aborts the chain after it.
 func WithDeniedHandler(denied func(c *gin.Context, d core.Decision)) Option {
-	return func(c *config) error {
-		if denied == nil {
-			return errNilFunc
-		}
-		c.denied = denied
-		return nil
-	}
+	return adapter.WithHook(denied == nil, func(h *hooks) { h.denied = denied })
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
 // made: err wraps [core.ErrUnavailable] when the store is unavailable and
 // the Limiter fails closed (Retry-After is already set; the default answer
 // is the fail-closed status), [core.ErrNoIdentity] when a rule found no
-// identity under [core.NoIdentity401] (default 401), and is a
+// identity under [adapter.NoIdentity401] (default 401), and is a
 // misconfiguration otherwise (default 500). The middleware aborts the chain
 // after onError. err's text is for logs: do not send it to clients.
 func WithErrorHandler(onError func(c *gin.Context, err error)) Option {
-	return func(c *config) error {
-		if onError == nil {
-			return errNilFunc
-		}
-		c.onError = onError
-		return nil
-	}
+	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
 }
 
-// WithFailClosedStatus sets the status of the answer when the store is
-// unavailable and the Limiter fails closed; 503 by default.
-func WithFailClosedStatus(status int) Option {
-	return func(c *config) error { c.core.FailClosedStatus = status; return nil }
-}
+// WithHeaders selects the rate-limit header fields: see [adapter.WithHeaders].
+func WithHeaders(style adapter.HeaderStyle) Option { return adapter.WithHeaders[hooks](style) }
 
-// WithNoIdentity says what to do when a rule's key function finds no
-// identity: skip that rule ([core.NoIdentityNext], the default) or answer
-// 401 ([core.NoIdentity401]).
-func WithNoIdentity(policy core.NoIdentityPolicy) Option {
-	return func(c *config) error { c.core.NoIdentity = policy; return nil }
+// WithIETFDraft selects the syntax of the IETF fields: see [adapter.WithIETFDraft].
+func WithIETFDraft(draft adapter.IETFDraft) Option { return adapter.WithIETFDraft[hooks](draft) }
+
+// WithFailClosedStatus sets the status of a fail-closed answer: see
+// [adapter.WithFailClosedStatus].
+func WithFailClosedStatus(status int) Option { return adapter.WithFailClosedStatus[hooks](status) }
+
+// WithNoIdentity says what to do when a rule finds no identity: see
+// [adapter.WithNoIdentity].
+func WithNoIdentity(policy adapter.NoIdentityPolicy) Option {
+	return adapter.WithNoIdentity[hooks](policy)
 }
 
 // New returns middleware that checks each request against rules with l,
 // sets the rate-limit headers, and either calls c.Next() or aborts with 429
 // and Retry-After. It returns an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (gin.HandlerFunc, error) {
-	var cfg config
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("ginlimit: nil option")
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	m, err := core.NewMiddleware(l, rules, cfg.core)
+	m, h, err := adapter.Build("ginlimit", l, rules, opts)
 	if err != nil {
 		return nil, err
 	}
 	return func(c *gin.Context) {
-		if cfg.skip != nil && cfg.skip(c) {
+		if h.skip != nil && h.skip(c) {
 			c.Next()
 			return
 		}
@@ -133,12 +96,12 @@ func New(l *core.Limiter, rules []core.Rule, opts ...Option) (gin.HandlerFunc, e
 		case out.Proceed():
 			c.Next()
 			return
-		case out.Limited() && cfg.denied != nil:
-			cfg.denied(c, out.Decision)
-		case !out.Limited() && cfg.onError != nil:
-			cfg.onError(c, out.Err)
+		case out.Limited() && h.denied != nil:
+			h.denied(c, out.Decision)
+		case !out.Limited() && h.onError != nil:
+			h.onError(c, out.Err)
 		default:
-			c.Data(out.Status, core.ProblemContentType, out.Body)
+			c.Data(out.Status, adapter.ProblemContentType, out.Body)
 		}
 		c.Abort()
 	}, nil

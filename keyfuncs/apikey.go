@@ -136,35 +136,13 @@ func APIKey(opts ...APIKeyOption) (core.KeyFunc, error) {
 	if len(c.sources) == 0 {
 		c.sources = []keySource{{sourceHeader, DefaultAPIKeyHeader}}
 	}
-	sum := func(key string) [sha256.Size]byte { return sha256.Sum256([]byte(key)) }
-	if c.secret != nil {
-		secret := c.secret
-		pool := &sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}
-		sum = func(key string) [sha256.Size]byte {
-			h := pool.Get().(hash.Hash)
-			h.Reset()
-			h.Write([]byte(key))
-			var out [sha256.Size]byte
-			h.Sum(out[:0])
-			pool.Put(h)
-			return out
-		}
-	}
+	sum := keyHash(c.secret)
 	sources := c.sources
 	return func(r core.Request) (string, error) {
 		for _, s := range sources {
-			var raw string
-			switch s.kind {
-			case sourceHeader:
-				raw = r.Header(s.name)
-			case sourceAuthScheme:
-				h := r.Header("Authorization")
-				if !hasAuthScheme(h, s.name) {
-					continue
-				}
-				raw = h[len(s.name)+1:]
-			case sourceQuery:
-				raw = r.Query(s.name)
+			raw, ok := s.read(r)
+			if !ok {
+				continue
 			}
 			if len(raw) > MaxAPIKeyLen {
 				return "", errAPIKeyTooLong
@@ -183,4 +161,40 @@ func APIKey(opts ...APIKeyOption) (core.KeyFunc, error) {
 		}
 		return "", errNoAPIKey
 	}, nil
+}
+
+// keyHash returns the hash of API keys: SHA-256, or HMAC-SHA256 under
+// secret when it is set.
+func keyHash(secret []byte) func(key string) [sha256.Size]byte {
+	if secret == nil {
+		return func(key string) [sha256.Size]byte { return sha256.Sum256([]byte(key)) }
+	}
+	pool := &sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}
+	return func(key string) [sha256.Size]byte {
+		h := pool.Get().(hash.Hash)
+		h.Reset()
+		h.Write([]byte(key))
+		var out [sha256.Size]byte
+		h.Sum(out[:0])
+		pool.Put(h)
+		return out
+	}
+}
+
+// read returns the raw key that s finds in r, untrimmed, and false when an
+// Authorization header does not use s's scheme.
+func (s keySource) read(r core.Request) (string, bool) {
+	switch s.kind {
+	case sourceHeader:
+		return r.Header(s.name), true
+	case sourceAuthScheme:
+		h := r.Header("Authorization")
+		if !hasAuthScheme(h, s.name) {
+			return "", false
+		}
+		return h[len(s.name)+1:], true
+	case sourceQuery:
+		return r.Query(s.name), true
+	}
+	return "", false
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/keyfuncs"
 )
 
@@ -111,7 +112,7 @@ func TestAPIKeyNeverRaw(t *testing.T) {
 func TestAPIKeyNetHTTP(t *testing.T) {
 	fn := must(keyfuncs.APIKey(keyfuncs.FromQuery("api_key")))
 	r := httptest.NewRequest("GET", "/?api_key="+url.QueryEscape(rawKey), nil)
-	if got, want := identity(t, fn, core.HTTPRequest(r)), sha256ID(rawKey); got != want {
+	if got, want := identity(t, fn, adapter.HTTPRequest(r)), sha256ID(rawKey); got != want {
 		t.Errorf("identity = %q, want %q", got, want)
 	}
 }

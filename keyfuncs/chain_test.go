@@ -10,6 +10,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/keyfuncs"
 )
 
@@ -142,9 +143,9 @@ func TestRoute(t *testing.T) {
 		req  core.Request
 		want string
 	}{
-		{"pattern", core.HTTPRequestWithRoute(r, "/users/{id}"), "route:/users/{id}"},
-		{"gin style", core.HTTPRequestWithRoute(r, "/users/:id"), "route:/users/:id"},
-		{"no pattern, never the path", core.HTTPRequest(r), ""},
+		{"pattern", adapter.HTTPRequestWithRoute(r, "/users/{id}"), "route:/users/{id}"},
+		{"gin style", adapter.HTTPRequestWithRoute(r, "/users/:id"), "route:/users/:id"},
+		{"no pattern, never the path", adapter.HTTPRequest(r), ""},
 	}
 	for _, tt := range tests {
 		if got, want := identity(t, fn, tt.req), tt.want; got != want {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/keyfuncs"
 )
 
@@ -28,15 +28,15 @@ func ExampleIP() {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "10.0.0.5:52000" // the load balancer
 	r.Header.Set("X-Forwarded-For", "1.2.3.4, 203.0.113.7")
-	fmt.Println(clientIP(core.HTTPRequest(r)))
+	fmt.Println(clientIP(adapter.HTTPRequest(r)))
 
 	// The same header straight from a client is not trusted.
 	r.RemoteAddr = "198.51.100.9:41000"
-	fmt.Println(clientIP(core.HTTPRequest(r)))
+	fmt.Println(clientIP(adapter.HTTPRequest(r)))
 
 	// IPv6 clients are grouped by /64.
 	r.RemoteAddr = "[2001:db8:1:2:a:b:c:d]:41000"
-	fmt.Println(clientIP(core.HTTPRequest(r)))
+	fmt.Println(clientIP(adapter.HTTPRequest(r)))
 	// Output:
 	// ip:203.0.113.7 <nil>
 	// ip:198.51.100.9 <nil>
@@ -55,12 +55,12 @@ func ExampleAPIKey() {
 
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-API-Key", "sk_live_51HxYz")
-	fmt.Println(apiKey(core.HTTPRequest(r)))
+	fmt.Println(apiKey(adapter.HTTPRequest(r)))
 
 	// The same key in another place is the same identity.
 	r = httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("Authorization", "ApiKey sk_live_51HxYz")
-	fmt.Println(apiKey(core.HTTPRequest(r)))
+	fmt.Println(apiKey(adapter.HTTPRequest(r)))
 	// Output:
 	// apikey:a99b196e9711bb2aa42c76f836de16b2 <nil>
 	// apikey:a99b196e9711bb2aa42c76f836de16b2 <nil>
@@ -86,10 +86,10 @@ func ExampleFirst() {
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "203.0.113.7:41000"
 	r.Header.Set("Authorization", "Bearer not.a.token")
-	fmt.Println(key(core.HTTPRequest(r)))
+	fmt.Println(key(adapter.HTTPRequest(r)))
 
 	r.Header.Set("X-API-Key", "sk_live_51HxYz")
-	fmt.Println(key(core.HTTPRequest(r)))
+	fmt.Println(key(adapter.HTTPRequest(r)))
 
 	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
 		"sub": "42",
@@ -99,7 +99,7 @@ func ExampleFirst() {
 		log.Fatal(err)
 	}
 	r.Header.Set("Authorization", "Bearer "+token)
-	fmt.Println(key(core.HTTPRequest(r)))
+	fmt.Println(key(adapter.HTTPRequest(r)))
 	// Output:
 	// ip:203.0.113.7 <nil>
 	// apikey:e1baee4c34d327ff7b86b8f98a8e7ba8 <nil>
@@ -116,7 +116,7 @@ func ExampleJoin() {
 
 	r := httptest.NewRequest("POST", "/login", nil)
 	r.RemoteAddr = "203.0.113.7:41000"
-	fmt.Println(key(core.HTTPRequestWithRoute(r, "POST /login")))
+	fmt.Println(key(adapter.HTTPRequestWithRoute(r, "POST /login")))
 	// Output:
 	// route:POST /login|ip:203.0.113.7 <nil>
 }

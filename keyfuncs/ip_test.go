@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/keyfuncs"
 )
 
@@ -139,7 +140,7 @@ func TestIPNetHTTP(t *testing.T) {
 	r.RemoteAddr = "10.1.2.3:4567"
 	r.Header.Add("X-Forwarded-For", "192.0.2.1, 198.51.100.9")
 	r.Header.Add("X-Forwarded-For", "10.0.0.2")
-	if got, want := identity(t, fn, core.HTTPRequest(r)), "ip:198.51.100.9"; got != want {
+	if got, want := identity(t, fn, adapter.HTTPRequest(r)), "ip:198.51.100.9"; got != want {
 		t.Errorf("identity = %q, want %q", got, want)
 	}
 }

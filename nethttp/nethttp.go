@@ -5,8 +5,8 @@
 // gorilla/mux (r.Use) alike; [Wrap] limits one handler. Install one
 // middleware globally and others per route: they stack, each with its own
 // rules, and the response describes the rules of all of them (see
-// [core.Headers.SetHTTP]). Each decides on its own: a request that an inner
-// middleware denies has spent the outer one's quota.
+// [adapter.Headers.SetHTTP]). Each decides on its own: a request that an
+// inner middleware denies has spent the outer one's quota.
 //
 // # Routes
 //
@@ -32,105 +32,70 @@
 package nethttp
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 )
 
 // Option configures a middleware. Options are sealed: only this package
 // makes them.
-type Option func(*config) error
+type Option = adapter.Option[hooks]
 
-type config struct {
-	core    core.MiddlewareConfig
+// hooks are what this package's own options set, in net/http's types.
+type hooks struct {
 	skip    func(*http.Request) bool
 	route   func(*http.Request) string
 	denied  func(http.ResponseWriter, *http.Request, core.Decision)
 	onError func(http.ResponseWriter, *http.Request, error)
 }
 
-var errNilFunc = errors.New("nethttp: nil function in option")
-
 // WithSkip makes the middleware pass requests for which skip reports true
 // straight to the next handler, unlimited and without rate-limit headers:
 // health checks, say. By default no request is skipped. To exempt requests
 // from one rule only, set that rule's Skip.
 func WithSkip(skip func(*http.Request) bool) Option {
-	return func(c *config) error {
-		if skip == nil {
-			return errNilFunc
-		}
-		c.skip = skip
-		return nil
-	}
+	return adapter.WithHook(skip == nil, func(h *hooks) { h.skip = skip })
 }
 
 // WithRoute makes route report the matched route pattern of a request, for
 // routers that do not set r.Pattern; by default the pattern is r.Pattern.
 func WithRoute(route func(r *http.Request) string) Option {
-	return func(c *config) error {
-		if route == nil {
-			return errNilFunc
-		}
-		c.route = route
-		return nil
-	}
-}
-
-// WithHeaders selects the rate-limit header fields that responses carry;
-// [core.HeadersBoth] by default. See [core.NewHeaders] for their values.
-func WithHeaders(style core.HeaderStyle) Option {
-	return func(c *config) error { c.core.Headers = style; return nil }
-}
-
-// WithIETFDraft selects the syntax of the IETF RateLimit-Policy and
-// RateLimit fields; [core.DefaultIETFDraft] by default.
-func WithIETFDraft(draft core.IETFDraft) Option {
-	return func(c *config) error { c.core.Draft = draft; return nil }
+	return adapter.WithHook(route == nil, func(h *hooks) { h.route = route })
 }
 
 // WithDeniedHandler replaces the default answer to a limited request (429
 // with a problem+json body). When denied runs, the rate-limit headers and
 // Retry-After are already set on w; denied writes the status and body.
 func WithDeniedHandler(denied func(w http.ResponseWriter, r *http.Request, d core.Decision)) Option {
-	return func(c *config) error {
-		if denied == nil {
-			return errNilFunc
-		}
-		c.denied = denied
-		return nil
-	}
+	return adapter.WithHook(denied == nil, func(h *hooks) { h.denied = denied })
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
 // made: err wraps [core.ErrUnavailable] when the store is unavailable and
 // the Limiter fails closed (Retry-After is already set on w; the default
 // answer is the fail-closed status), [core.ErrNoIdentity] when a rule found
-// no identity under [core.NoIdentity401] (default 401), and is a
+// no identity under [adapter.NoIdentity401] (default 401), and is a
 // misconfiguration otherwise (default 500). Its text is for logs: do not
 // send it to clients.
 func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, err error)) Option {
-	return func(c *config) error {
-		if onError == nil {
-			return errNilFunc
-		}
-		c.onError = onError
-		return nil
-	}
+	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
 }
 
-// WithFailClosedStatus sets the status of the answer when the store is
-// unavailable and the Limiter fails closed; 503 by default.
-func WithFailClosedStatus(status int) Option {
-	return func(c *config) error { c.core.FailClosedStatus = status; return nil }
-}
+// WithHeaders selects the rate-limit header fields: see [adapter.WithHeaders].
+func WithHeaders(style adapter.HeaderStyle) Option { return adapter.WithHeaders[hooks](style) }
 
-// WithNoIdentity says what to do when a rule's key function finds no
-// identity: skip that rule ([core.NoIdentityNext], the default) or answer
-// 401 ([core.NoIdentity401]).
-func WithNoIdentity(policy core.NoIdentityPolicy) Option {
-	return func(c *config) error { c.core.NoIdentity = policy; return nil }
+// WithIETFDraft selects the syntax of the IETF fields: see [adapter.WithIETFDraft].
+func WithIETFDraft(draft adapter.IETFDraft) Option { return adapter.WithIETFDraft[hooks](draft) }
+
+// WithFailClosedStatus sets the status of a fail-closed answer: see
+// [adapter.WithFailClosedStatus].
+func WithFailClosedStatus(status int) Option { return adapter.WithFailClosedStatus[hooks](status) }
+
+// WithNoIdentity says what to do when a rule finds no identity: see
+// [adapter.WithNoIdentity].
+func WithNoIdentity(policy adapter.NoIdentityPolicy) Option {
+	return adapter.WithNoIdentity[hooks](policy)
 }
 
 // New returns middleware that checks each request against rules with l,
@@ -138,40 +103,31 @@ func WithNoIdentity(policy core.NoIdentityPolicy) Option {
 // 429 with Retry-After. The request's context reaches the store. It returns
 // an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (func(http.Handler) http.Handler, error) {
-	var c config
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("nethttp: nil option")
-		}
-		if err := o(&c); err != nil {
-			return nil, err
-		}
-	}
-	m, err := core.NewMiddleware(l, rules, c.core)
+	m, h, err := adapter.Build("nethttp", l, rules, opts)
 	if err != nil {
 		return nil, err
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if c.skip != nil && c.skip(r) {
+			if h.skip != nil && h.skip(r) {
 				next.ServeHTTP(w, r)
 				return
 			}
-			req := core.HTTPRequest(r)
-			if c.route != nil {
-				req = core.HTTPRequestWithRoute(r, c.route(r))
+			req := adapter.HTTPRequest(r)
+			if h.route != nil {
+				req = adapter.HTTPRequestWithRoute(r, h.route(r))
 			}
 			out := m.Handle(req)
 			out.Headers.SetHTTP(w.Header())
 			switch {
 			case out.Proceed():
 				next.ServeHTTP(w, r)
-			case out.Limited() && c.denied != nil:
-				c.denied(w, r, out.Decision)
-			case !out.Limited() && c.onError != nil:
-				c.onError(w, r, out.Err)
+			case out.Limited() && h.denied != nil:
+				h.denied(w, r, out.Decision)
+			case !out.Limited() && h.onError != nil:
+				h.onError(w, r, out.Err)
 			default:
-				w.Header().Set("Content-Type", core.ProblemContentType)
+				w.Header().Set("Content-Type", adapter.ProblemContentType)
 				w.WriteHeader(out.Status)
 				_, _ = w.Write(out.Body) // an error means the client is gone
 			}

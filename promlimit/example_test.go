@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/keyfuncs"
 	"github.com/ratekit/ratekit/promlimit"
 )
@@ -24,13 +25,18 @@ func Example() {
 	registry := prometheus.NewRegistry() // or prometheus.MustRegister(collector)
 	registry.MustRegister(collector)
 
-	limiter, err := core.NewLimiter(core.NewMemoryStore(), core.WithObserver(collector))
+	store, err := core.NewMemoryStore()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	limiter, err := core.NewLimiter(store, core.WithObserver(collector))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer limiter.Close()
 	rules := []core.Rule{{Name: "api", Limit: core.PerMinute(2), Key: keyfuncs.Static("everyone")}}
-	req := core.HTTPRequest(httptest.NewRequest("GET", "/", nil))
+	req := adapter.HTTPRequest(httptest.NewRequest("GET", "/", nil))
 	for range 3 {
 		if _, err := limiter.Check(context.Background(), req, rules); err != nil {
 			log.Fatal(err)

@@ -111,7 +111,7 @@ var DefaultStoreBuckets = []float64{
 var DefaultUsedBuckets = []float64{.25, .5, .75, .8, .9, .95, 1}
 
 // Outcomes, as the outcome label of ratekit_decisions_total names them.
-var outcomes = [...]core.Verdict{core.VerdictAllowed, core.VerdictDenied, core.VerdictShadowDenied}
+var outcomes = [...]string{core.VerdictAllowed, core.VerdictDenied, core.VerdictShadowDenied}
 
 // breakerStates are the states of ratekit_breaker_state, in label order.
 var breakerStates = [...]core.BreakerState{core.BreakerClosed, core.BreakerOpen, core.BreakerHalfOpen}
@@ -270,8 +270,28 @@ func New(opts ...Option) (*Collector, error) {
 			return nil, err
 		}
 	}
+	c := newCollector(&cfg)
+	// Registering on a throwaway registry checks every descriptor now
+	// (label names, clashes with the constant labels), not when the caller
+	// registers the Collector.
+	if err := prometheus.NewPedanticRegistry().Register(c); err != nil {
+		return nil, fmt.Errorf("promlimit: %w", err)
+	}
+	c.storeOK = c.storeDur.WithLabelValues("ok")
+	c.storeFailed = c.storeDur.WithLabelValues("error")
+	for _, k := range errorKinds {
+		c.errs[k] = c.storeErrs.WithLabelValues(k)
+	}
+	empty := map[string]*ruleSeries{}
+	c.rules.Store(&empty)
+	return c, nil
+}
+
+// newCollector returns a Collector with the metrics cfg describes, not yet
+// checked.
+func newCollector(cfg *config) *Collector {
 	cl := cfg.constLabels
-	c := &Collector{
+	return &Collector{
 		nearLimit: cfg.nearLimit,
 		maxRules:  cfg.maxRules,
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -311,20 +331,6 @@ func New(opts ...Option) (*Collector, error) {
 			[]string{"state"}, cl),
 		errs: make(map[string]prometheus.Counter, len(errorKinds)),
 	}
-	// Registering on a throwaway registry checks every descriptor now
-	// (label names, clashes with the constant labels), not when the caller
-	// registers the Collector.
-	if err := prometheus.NewPedanticRegistry().Register(c); err != nil {
-		return nil, fmt.Errorf("promlimit: %w", err)
-	}
-	c.storeOK = c.storeDur.WithLabelValues("ok")
-	c.storeFailed = c.storeDur.WithLabelValues("error")
-	for _, k := range errorKinds {
-		c.errs[k] = c.storeErrs.WithLabelValues(k)
-	}
-	empty := map[string]*ruleSeries{}
-	c.rules.Store(&empty)
-	return c, nil
 }
 
 // MustNew is like [New] but panics on an invalid option.
@@ -455,8 +461,8 @@ func (c *Collector) newRuleSeries(name string) *ruleSeries {
 		cacheHits: c.cacheHits.WithLabelValues(label),
 	}
 	for i, o := range outcomes {
-		s.decisions[i][0] = c.decisions.WithLabelValues(label, string(o), "false")
-		s.decisions[i][1] = c.decisions.WithLabelValues(label, string(o), "true")
+		s.decisions[i][0] = c.decisions.WithLabelValues(label, o, "false")
+		s.decisions[i][1] = c.decisions.WithLabelValues(label, o, "true")
 	}
 	return s
 }

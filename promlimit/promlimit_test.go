@@ -23,12 +23,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/keyfuncs"
 	"github.com/ratekit/ratekit/nethttp"
 	"github.com/ratekit/ratekit/promlimit"
 )
 
-func newLimiter(t *testing.T, store core.Store, opts ...core.LimiterOption) *core.Limiter {
+func newLimiter(t *testing.T, store core.Store, opts ...core.Option) *core.Limiter {
 	t.Helper()
 	l, err := core.NewLimiter(store, opts...)
 	if err != nil {
@@ -38,12 +39,23 @@ func newLimiter(t *testing.T, store core.Store, opts ...core.LimiterOption) *cor
 	return l
 }
 
+// memoryStore returns a new MemoryStore, closed when the test ends.
+func memoryStore(t *testing.T) *core.MemoryStore {
+	t.Helper()
+	s, err := core.NewMemoryStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // rule returns a rule of identity id.
 func rule(name string, limit core.Limit, id string) core.Rule {
 	return core.Rule{Name: name, Limit: limit, Key: keyfuncs.Static(id)}
 }
 
-var request = core.HTTPRequest(httptest.NewRequest("GET", "/", nil))
+var request = adapter.HTTPRequest(httptest.NewRequest("GET", "/", nil))
 
 // checks checks the request n times against rules, and returns how many
 // decisions allowed it.
@@ -161,7 +173,7 @@ func hasLabels(m *dto.Metric, labels ...string) bool {
 // decisions, near-limit decisions and store calls.
 func TestMemoryStoreSequence(t *testing.T) {
 	c := promlimit.MustNew()
-	l := newLimiter(t, core.NewMemoryStore(), core.WithObserver(c))
+	l := newLimiter(t, memoryStore(t), core.WithObserver(c))
 	api := rule("api", core.PerMinute(5), "user:1")
 	if got := checks(t, l, 7, api); got != 5 {
 		t.Fatalf("%d allowed, want 5", got)
@@ -205,7 +217,11 @@ func TestDeniedCacheHits(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	c := promlimit.MustNew()
-	l := newLimiter(t, core.NewRedisStore(rdb), core.WithObserver(c))
+	rs, err := core.NewRedisStore(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimiter(t, rs, core.WithObserver(c))
 	login := rule("login", core.PerHour(2), "user:1")
 	if got := checks(t, l, 4, login); got != 2 {
 		t.Fatalf("%d allowed, want 2", got)
@@ -234,7 +250,7 @@ ratekit_denied_cache_hits_total{rule="login"} 1
 // shadow_denied, and every request passes.
 func TestShadowThroughAdapter(t *testing.T) {
 	c := promlimit.MustNew()
-	l := newLimiter(t, core.NewMemoryStore(), core.WithObserver(c))
+	l := newLimiter(t, memoryStore(t), core.WithObserver(c))
 	clientIP, err := keyfuncs.IP()
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +292,7 @@ ratekit_near_limit_total{rule="trial"} 1
 // WithShadow puts every rule in shadow mode.
 func TestWithShadow(t *testing.T) {
 	c := promlimit.MustNew()
-	l := newLimiter(t, core.NewMemoryStore(), core.WithObserver(c), core.WithShadow())
+	l := newLimiter(t, memoryStore(t), core.WithObserver(c), core.WithShadow())
 	if got := checks(t, l, 5, rule("api", core.PerMinute(2), "user:1")); got != 5 {
 		t.Errorf("%d of 5 allowed: shadow mode never denies", got)
 	}
@@ -297,9 +313,7 @@ type store struct {
 }
 
 func newStore(t *testing.T) *store {
-	s := &store{mem: core.NewMemoryStore()}
-	t.Cleanup(func() { s.mem.Close() })
-	return s
+	return &store{mem: memoryStore(t)}
 }
 
 func (s *store) fail(err error) {
@@ -308,14 +322,6 @@ func (s *store) fail(err error) {
 		return
 	}
 	s.err.Store(&err)
-}
-
-func (s *store) AllowN(ctx context.Context, key string, limit core.Limit, n int) (core.Result, error) {
-	res, err := s.AllowAllN(ctx, []core.Check{{Key: key, Limit: limit}}, n)
-	if err != nil {
-		return core.Result{}, err
-	}
-	return res[0], nil
 }
 
 func (s *store) AllowAllN(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
@@ -341,7 +347,7 @@ func TestStoreErrorsByKind(t *testing.T) {
 	s := newStore(t)
 	c := promlimit.MustNew()
 	// a breaker that never opens: every request calls the store
-	l := newLimiter(t, s, core.WithObserver(c), core.WithBreaker(1000, 0, 0), core.WithTimeout(20*time.Millisecond))
+	l := newLimiter(t, s, core.WithObserver(c), core.WithBreaker(core.BreakerConfig{Failures: 1000}), core.WithTimeout(20*time.Millisecond))
 	api := rule("api", core.PerMinute(100), "user:1")
 	for _, err := range []error{
 		redisError("ERR something"),
@@ -391,7 +397,7 @@ func TestBreakerState(t *testing.T) {
 	s := newStore(t)
 	c := promlimit.MustNew()
 	// opens at the first failure; the first probe comes after an hour
-	l := newLimiter(t, s, core.WithObserver(c), core.WithBreaker(1, time.Hour, time.Hour),
+	l := newLimiter(t, s, core.WithObserver(c), core.WithBreaker(core.BreakerConfig{Failures: 1, Backoff: time.Hour, MaxBackoff: time.Hour}),
 		core.WithFailurePolicy(core.FailClosed))
 	api := rule("api", core.PerMinute(100), "user:1")
 	s.fail(errors.New("down"))
@@ -429,7 +435,7 @@ ratekit_decisions_total{degraded="true",outcome="shadow_denied",rule="api"} 0
 		changes []string
 	)
 	c2 := promlimit.MustNew()
-	l2 := newLimiter(t, s, core.WithObserver(c2), core.WithBreaker(1, time.Millisecond, 5*time.Millisecond),
+	l2 := newLimiter(t, s, core.WithObserver(c2), core.WithBreaker(core.BreakerConfig{Failures: 1, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}),
 		core.OnBreakerChange(func(from, to core.BreakerState) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -471,7 +477,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // one path, and no label value holds an identity or a path.
 func TestLabelsBounded(t *testing.T) {
 	c := promlimit.MustNew()
-	l := newLimiter(t, core.NewMemoryStore(), core.WithObserver(c))
+	l := newLimiter(t, memoryStore(t), core.WithObserver(c))
 	clientIP, err := keyfuncs.IP()
 	if err != nil {
 		t.Fatal(err)
@@ -545,7 +551,7 @@ func TestLabelsBounded(t *testing.T) {
 // Rules beyond the bound count under {other}.
 func TestMaxRules(t *testing.T) {
 	c := promlimit.MustNew(promlimit.WithMaxRules(3))
-	l := newLimiter(t, core.NewMemoryStore(), core.WithObserver(c))
+	l := newLimiter(t, memoryStore(t), core.WithObserver(c))
 	for i := range 10 {
 		checks(t, l, 2, rule("rule-"+strconv.Itoa(i), core.PerMinute(1), "user:1"))
 	}
@@ -623,7 +629,7 @@ func TestOptions(t *testing.T) {
 // A threshold of 0.5 counts decisions from half the quota used.
 func TestNearLimitThreshold(t *testing.T) {
 	c := promlimit.MustNew(promlimit.WithNearLimit(0.5))
-	l := newLimiter(t, core.NewMemoryStore(), core.WithObserver(c))
+	l := newLimiter(t, memoryStore(t), core.WithObserver(c))
 	checks(t, l, 5, rule("api", core.PerMinute(4), "user:1")) // used .25 .5 .75 1, then a denial
 	if got := value(t, c, "ratekit_near_limit_total", "rule", "api"); got != 3 {
 		t.Errorf("near limit %v, want 3", got)
@@ -637,8 +643,8 @@ func TestConstLabels(t *testing.T) {
 	a := promlimit.MustNew(promlimit.WithConstLabels(prometheus.Labels{"limiter": "a"}))
 	b := promlimit.MustNew(promlimit.WithConstLabels(prometheus.Labels{"limiter": "b"}))
 	reg.MustRegister(a, b)
-	la := newLimiter(t, core.NewMemoryStore(), core.WithObserver(a))
-	lb := newLimiter(t, core.NewMemoryStore(), core.WithObserver(b))
+	la := newLimiter(t, memoryStore(t), core.WithObserver(a))
+	lb := newLimiter(t, memoryStore(t), core.WithObserver(b))
 	checks(t, la, 1, rule("api", core.PerMinute(1), "user:1"))
 	checks(t, lb, 2, rule("api", core.PerMinute(1), "user:1"))
 	err := testutil.GatherAndCompare(reg, strings.NewReader(`
@@ -675,7 +681,7 @@ func TestNoAllocations(t *testing.T) {
 // Many goroutines, many rules, scrapes going on: run with -race.
 func TestConcurrent(t *testing.T) {
 	c := promlimit.MustNew(promlimit.WithMaxRules(8))
-	l := newLimiter(t, core.NewMemoryStore(), core.WithObserver(c))
+	l := newLimiter(t, memoryStore(t), core.WithObserver(c))
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {

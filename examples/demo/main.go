@@ -146,14 +146,23 @@ func (d *demo) run() error {
 			MaxRetries:            -1,   // the breaker decides when to try again,
 			DialerRetries:         1,    // not the client
 		})
-		l, err := core.NewLimiter(core.NewRedisStore(rdb),
+		store, err := core.NewRedisStore(rdb)
+		if err != nil {
+			rdb.Close()
+			return nil, nil, err
+		}
+		l, err := core.NewLimiter(store,
 			core.WithReplicas(len(frameworks)), // during an outage, each counts a quarter
 			// The demo's Redis shares this process's CPU with the clients
 			// and three other replicas; a service keeps the 50 ms default.
 			core.WithTimeout(app.StoreTimeout),
 			core.OnError(func(error) { d.errors.Add(1) }),
 		)
-		return l, func() { rdb.Close() }, err
+		if err != nil {
+			rdb.Close()
+			return nil, nil, err
+		}
+		return l, func() { rdb.Close() }, nil
 	})
 	if err != nil {
 		return err
@@ -183,8 +192,16 @@ func (d *demo) run() error {
 	// 2. Per-replica memory: N times the limit.
 	d.phase(2, "The same traffic, each replica counting in its own memory")
 	local, err := d.startFleet(func() (*core.Limiter, func(), error) {
-		l, err := core.NewLimiter(core.NewMemoryStore())
-		return l, func() {}, err
+		store, err := core.NewMemoryStore()
+		if err != nil {
+			return nil, nil, err
+		}
+		l, err := core.NewLimiter(store)
+		if err != nil {
+			store.Close()
+			return nil, nil, err
+		}
+		return l, func() { store.Close() }, nil
 	})
 	if err != nil {
 		return err

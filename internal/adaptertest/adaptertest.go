@@ -1,7 +1,10 @@
-// Package adaptertest holds the fixtures that the tests of the framework
-// adapters share: a clock stepped by hand, a limiter over a MemoryStore that
-// reads it, stores that fail or watch their context, and the rules the
-// tests limit with.
+// Package adaptertest proves the framework adapters (nethttp, ginlimit,
+// echolimit, fiberlimit) against the behaviour they share. [Run] is the
+// suite: each adapter's tests call it once with a [Harness] that builds its
+// framework's app, and keep only what is their framework's own. The
+// package also holds the fixtures those tests share: a clock stepped by
+// hand, a limiter over a MemoryStore that reads it, stores that fail or
+// watch their context, and the rules the tests limit with.
 package adaptertest
 
 import (
@@ -47,16 +50,26 @@ func (c *Clock) Advance(d time.Duration) {
 
 // NewLimiter returns a Limiter over a fresh MemoryStore that reads the
 // returned Clock. Both are closed when the test ends.
-func NewLimiter(tb testing.TB, opts ...core.LimiterOption) (*core.Limiter, *Clock) {
+func NewLimiter(tb testing.TB, opts ...core.Option) (*core.Limiter, *Clock) {
 	tb.Helper()
 	clock := NewClock()
-	store := core.NewMemoryStore(core.WithClock(clock.Now))
+	return NewLimiterOver(tb, NewMemoryStore(tb, clock), opts...), clock
+}
+
+// NewMemoryStore returns a MemoryStore that reads clock, closed when the
+// test ends.
+func NewMemoryStore(tb testing.TB, clock *Clock) *core.MemoryStore {
+	tb.Helper()
+	store, err := core.NewMemoryStore(core.WithClock(clock.Now))
+	if err != nil {
+		tb.Fatal(err)
+	}
 	tb.Cleanup(func() { store.Close() })
-	return NewLimiterOver(tb, store, opts...), clock
+	return store
 }
 
 // NewLimiterOver returns a Limiter over store, closed when the test ends.
-func NewLimiterOver(tb testing.TB, store core.Store, opts ...core.LimiterOption) *core.Limiter {
+func NewLimiterOver(tb testing.TB, store core.Store, opts ...core.Option) *core.Limiter {
 	tb.Helper()
 	l, err := core.NewLimiter(store, opts...)
 	if err != nil {
@@ -94,13 +107,9 @@ func FixedRule(name string, rate int) core.Rule {
 // ErrStoreDown is the error of a FailingStore.
 var ErrStoreDown = errors.New("adaptertest: store down")
 
-// FailingStore is a store whose every call fails with ErrStoreDown.
+// FailingStore is a store whose every call fails with ErrStoreDown. It
+// states no traits, so a Limiter applies its failure policy to it.
 type FailingStore struct{}
-
-// AllowN implements core.Store.
-func (FailingStore) AllowN(context.Context, string, core.Limit, int) (core.Result, error) {
-	return core.Result{}, ErrStoreDown
-}
 
 // AllowAllN implements core.Store.
 func (FailingStore) AllowAllN(context.Context, []core.Check, int) ([]core.Result, error) {
@@ -111,7 +120,8 @@ func (FailingStore) AllowAllN(context.Context, []core.Check, int) ([]core.Result
 type ContextKey struct{}
 
 // ContextStore is a store that records the ContextKey value of the context
-// of its last call, then defers to Store.
+// of its last call, then defers to Store, whose traits it states as its
+// own.
 type ContextStore struct {
 	core.Store
 	mu   sync.Mutex
@@ -133,13 +143,8 @@ func (s *ContextStore) Seen() any {
 	return s.seen
 }
 
-// AllowN implements core.Store.
-func (s *ContextStore) AllowN(ctx context.Context, key string, limit core.Limit, n int) (core.Result, error) {
-	s.mu.Lock()
-	s.seen = ctx.Value(ContextKey{})
-	s.mu.Unlock()
-	return s.Store.AllowN(ctx, key, limit, n)
-}
+// Traits implements core.TraitsReporter: those of Store.
+func (s *ContextStore) Traits() core.Traits { return core.TraitsOf(s.Store) }
 
 // BenchClients is how many distinct clients the adapters' benchmarks
 // cycle through.
@@ -151,7 +156,11 @@ func BenchClient(i int) string { return "client-" + strconv.Itoa(i%BenchClients)
 // BenchLimiter returns a Limiter over a fresh MemoryStore on the real
 // clock, and one rule, keyed by ClientKey, that no benchmark exhausts.
 func BenchLimiter(tb testing.TB) (*core.Limiter, []core.Rule) {
-	store := core.NewMemoryStore()
+	tb.Helper()
+	store, err := core.NewMemoryStore()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	tb.Cleanup(func() { store.Close() })
 	return NewLimiterOver(tb, store), []core.Rule{{Name: "default", Limit: core.PerSecond(1 << 29), Key: ClientKey()}}
 }

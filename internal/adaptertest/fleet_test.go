@@ -47,7 +47,11 @@ func newLimiter(t *testing.T, addr string) *core.Limiter {
 	t.Cleanup(func() { c.Close() })
 	// a generous deadline: under -race on a busy machine miniredis can
 	// miss 50 ms, which would send requests to the local fallback
-	return adaptertest.NewLimiterOver(t, core.NewRedisStore(c), core.WithDeniedCache(0), core.WithTimeout(10*time.Second))
+	store, err := core.NewRedisStore(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return adaptertest.NewLimiterOver(t, store, core.WithDeniedCache(0), core.WithTimeout(10*time.Second))
 }
 
 func httpReplica(name string, h http.Handler) replica {

@@ -66,30 +66,49 @@ func ratekitContender(alg core.Algorithm, windowed, refills bool) contender {
 	return contender{
 		name: "ratekit " + alg.String(), module: "github.com/ratekit/ratekit",
 		algorithm: alg.String(), kind: kindRatekit, windowed: windowed, refills: refills,
-		setup: "`core.NewRedisStore(client)`; `store.AllowN(ctx, key, core.PerMinute(n).WithAlgorithm(core." + algConst[alg] + "), 1)`",
+		setup: "`core.NewRedisStore(client)`; `store.AllowAllN(ctx, []core.Check{{Key: key, Limit: core.PerMinute(n).WithAlgorithm(core." + algConst[alg] + ")}}, 1)`",
 		open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
-			store := core.NewRedisStore(client)
-			l := core.PerMinute(limit).WithAlgorithm(alg)
-			if err := l.Validate(); err != nil {
+			store, err := core.NewRedisStore(client)
+			if err != nil {
 				return nil, err
 			}
-			return func() decideFunc {
-				return func(key string) (bool, error) {
-					r, err := store.AllowN(ctx, key, l, 1)
-					return r.Allowed, err
-				}
-			}, nil
+			return storeDecider(ctx, store, core.PerMinute(limit).WithAlgorithm(alg))
 		},
 	}
+}
+
+// storeDecider returns the decide functions of store under l, one per
+// goroutine, each reusing its own one-check slice.
+func storeDecider(ctx context.Context, store core.Store, l core.Limit) (func() decideFunc, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return func() decideFunc {
+		checks := []core.Check{{Limit: l}}
+		return func(key string) (bool, error) {
+			checks[0].Key = key
+			r, err := store.AllowAllN(ctx, checks, 1)
+			if err != nil {
+				return false, err
+			}
+			return r[0].Allowed, nil
+		}
+	}, nil
 }
 
 // exactLeaseSize is the leasing contender's lease size under the exactness
 // check's limit, on which its bound depends: LeasingStore's default, 1/64
 // of the limit's capacity.
 var exactLeaseSize = func() int {
-	mem := core.NewMemoryStore()
+	mem, err := core.NewMemoryStore()
+	if err != nil {
+		panic(err)
+	}
 	defer mem.Close()
-	s := core.NewLeasingStore(mem)
+	s, err := core.NewLeasingStore(mem)
+	if err != nil {
+		panic(err)
+	}
 	defer s.Close()
 	return s.LeaseSize(core.PerMinute(exactLimit))
 }()
@@ -97,23 +116,17 @@ var exactLeaseSize = func() int {
 // ratekitStoreContender is ratekit's GCRA through a store other than the
 // plain RedisStore: name and algorithm label the row, setup tells how the
 // store is built, and store builds it on client.
-func ratekitStoreContender(name, algorithm, setup string, overshoot int, store func(client *redis.Client) core.Store) contender {
+func ratekitStoreContender(name, algorithm, setup string, overshoot int, store func(client *redis.Client) (core.Store, error)) contender {
 	return contender{
 		name: name, module: "github.com/ratekit/ratekit",
 		algorithm: algorithm, kind: kindRatekit, refills: true, overshoot: overshoot,
-		setup: setup + "; `store.AllowN(ctx, key, core.PerMinute(n), 1)`",
+		setup: setup + "; `store.AllowAllN(ctx, []core.Check{{Key: key, Limit: core.PerMinute(n)}}, 1)`",
 		open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
-			st := store(client)
-			l := core.PerMinute(limit)
-			if err := l.Validate(); err != nil {
+			st, err := store(client)
+			if err != nil {
 				return nil, err
 			}
-			return func() decideFunc {
-				return func(key string) (bool, error) {
-					r, err := st.AllowN(ctx, key, l, 1)
-					return r.Allowed, err
-				}
-			}, nil
+			return storeDecider(ctx, st, core.PerMinute(limit))
 		},
 	}
 }
@@ -136,12 +149,18 @@ func contenders() []contender {
 		ratekitContender(core.SlidingWindowLog, false, false),
 		ratekitContender(core.SlidingWindowCounter, true, false),
 		ratekitStoreContender("ratekit gcra batching", "gcra, pipelined batching",
-			"`core.NewRedisStore(client, core.WithBatching(0, 0, 0))` (defaults: up to 128 calls a pipeline, 4 pipelines in flight)", 0,
-			func(client *redis.Client) core.Store { return core.NewRedisStore(client, core.WithBatching(0, 0, 0)) }),
+			"`core.NewRedisStore(client, core.WithBatching(core.Batching{}))` (defaults: up to 128 calls a pipeline, 4 pipelines in flight)", 0,
+			func(client *redis.Client) (core.Store, error) {
+				return core.NewRedisStore(client, core.WithBatching(core.Batching{}))
+			}),
 		ratekitStoreContender("ratekit gcra leasing", "gcra, hot-key leasing",
 			"`core.NewLeasingStore(core.NewRedisStore(client))` (defaults: leases of 1/64 of the limit's capacity, at most 1024 units, held 100ms)", exactLeaseSize-1,
-			func(client *redis.Client) core.Store {
-				return core.NewLeasingStore(core.NewRedisStore(client))
+			func(client *redis.Client) (core.Store, error) {
+				shared, err := core.NewRedisStore(client)
+				if err != nil {
+					return nil, err
+				}
+				return core.NewLeasingStore(shared)
 			}),
 		{
 			name: "redis_rate", module: "github.com/go-redis/redis_rate/v10",

@@ -30,7 +30,6 @@ import (
 
 	"github.com/ratekit/ratekit/bench/internal/mdsection"
 	"github.com/ratekit/ratekit/bench/internal/redisproc"
-	"github.com/ratekit/ratekit/core"
 )
 
 var (
@@ -130,13 +129,14 @@ func slug(name string) string {
 
 // keyFor returns the storage key of identity for contender c. Every
 // contender has keys of its own, since each keeps its own kind of value.
-// ratekit and the bare script get keys built by core.Key; the other
-// libraries add their own prefixes to what they are given.
+// ratekit and the bare script get keys as a Limiter builds them, prefix +
+// rule + ":{" + identity + "}"; the other libraries add their own prefixes
+// to what they are given.
 func keyFor(c contender, identity string) (string, error) {
 	if c.kind == kindOther {
 		return "cmp-" + slug(c.name) + ":" + identity, nil
 	}
-	return core.Key("cmp-"+slug(c.name)+":", "api", identity)
+	return "cmp-" + slug(c.name) + ":api:{" + identity + "}", nil
 }
 
 // keySet holds distinct keys in one string, cut at ends: key i is

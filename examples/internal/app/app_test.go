@@ -21,6 +21,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/examples/internal/app"
 	"github.com/ratekit/ratekit/nethttp"
 )
@@ -172,7 +173,7 @@ func TestKeyFunc(t *testing.T) {
 			for i := 0; i+1 < len(c.header); i += 2 {
 				r.Header.Set(c.header[i], c.header[i+1])
 			}
-			id, err := key(core.HTTPRequest(r))
+			id, err := key(adapter.HTTPRequest(r))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -434,7 +435,7 @@ func TestTryCommandJWT(t *testing.T) {
 	}
 	r := httptest.NewRequest("GET", "/strict", nil)
 	r.Header.Set("Authorization", m[1])
-	if id, err := key(core.HTTPRequest(r)); err != nil || id != "user:alice" {
+	if id, err := key(adapter.HTTPRequest(r)); err != nil || id != "user:alice" {
 		t.Errorf("identity of the token: %q, %v; want user:alice", id, err)
 	}
 }

@@ -188,12 +188,13 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	if c.Algorithm, err = core.ParseAlgorithm(algorithm); err != nil {
 		return Config{}, usagef("-algorithm (ALGORITHM) is %q: want gcra, fixed, sliding-log or sliding-counter", algorithm)
 	}
+	def, strict := c.Limits()
 	for _, l := range []struct {
-		flag string
-		rate int
-	}{{"-limit", c.Limit}, {"-strict-limit", c.StrictLimit}} {
-		if _, err := core.NewLimit(l.rate, c.Period, c.Algorithm); err != nil {
-			return Config{}, usagef("%s %d per -period %v: %v", l.flag, l.rate, c.Period, err)
+		flag  string
+		limit core.Limit
+	}{{"-limit", def}, {"-strict-limit", strict}} {
+		if err := l.limit.Validate(); err != nil {
+			return Config{}, usagef("%s %d per -period %v: %v", l.flag, l.limit.Rate, c.Period, err)
 		}
 	}
 	if c.Fail, err = core.ParseFailurePolicy(f); err != nil {

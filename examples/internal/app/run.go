@@ -98,7 +98,7 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 		return fail("cannot open the store", err)
 	}
 	defer backend.Close()
-	opts := []core.LimiterOption{
+	opts := []core.Option{
 		core.WithFailurePolicy(cfg.Fail),
 		core.WithTimeout(StoreTimeout),
 		core.WithLogger(log),

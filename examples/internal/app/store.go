@@ -80,11 +80,19 @@ func OpenBackend(c Config) (*Backend, error) {
 			slog.String("share", "-redis redis://"+mr.Addr()+" makes other apps share these limits"),
 		}
 	}
-	var opts []core.RedisOption
+	var opts []core.Option
 	if c.Batch {
-		opts = append(opts, core.WithBatching(0, 0, 0))
+		opts = append(opts, core.WithBatching(core.Batching{})) // the defaults
 	}
-	b.Store = core.NewRedisStore(b.Client, opts...)
+	store, err := core.NewRedisStore(b.Client, opts...)
+	if err != nil {
+		b.Client.Close()
+		if b.Embedded != nil {
+			b.Embedded.Close()
+		}
+		return nil, err
+	}
+	b.Store = store
 	return b, nil
 }
 

@@ -1,7 +1,8 @@
-package core
+package adapter
 
 import (
 	"fmt"
+	"github.com/ratekit/ratekit/core"
 	"net/http"
 	"strconv"
 	"time"
@@ -309,8 +310,8 @@ func (h *Headers) merge(get func(name string) string) Headers {
 // NewHeaders computes the header fields that describe d:
 //
 //   - X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset describe
-//     the limiting rule ([Decision.LimitingResult]) alone: its capacity
-//     ([Limit.Capacity]: Burst for GCRA, Rate for the window algorithms),
+//     the limiting rule ([core.Decision.LimitingResult]) alone: its capacity
+//     ([core.Limit.Capacity]: Burst for GCRA, Rate for the window algorithms),
 //     the units it has left, and its ResetAfter in whole seconds, rounded
 //     up.
 //   - RateLimit-Policy has one item per applied rule, in rule order:
@@ -323,7 +324,7 @@ func (h *Headers) merge(get func(name string) string) Headers {
 //     "name";r=<remaining>;t=<ResetAfter in whole seconds, rounded up>.
 //   - Retry-After, on a denial only, is the limiting rule's RetryAfter in
 //     whole seconds, rounded up and never below 1. It is omitted when the
-//     request's cost exceeds the limit's capacity ([Result.Never]): no wait
+//     request's cost exceeds the limit's capacity ([core.Result.Never]): no wait
 //     would help, and a client that obeyed it would retry for ever.
 //
 // The first three follow style; Retry-After is written whatever the style.
@@ -343,7 +344,7 @@ func (h *Headers) merge(get func(name string) string) Headers {
 // An unsupported draft is treated as [DefaultIETFDraft]. NewHeaders
 // allocates nothing unless the values outgrow the room a Headers keeps
 // inline (about four rules).
-func NewHeaders(d Decision, style HeaderStyle, draft IETFDraft) Headers {
+func NewHeaders(d core.Decision, style HeaderStyle, draft IETFDraft) Headers {
 	var h Headers
 	lim, ok := d.LimitingResult()
 	if !ok {
@@ -420,10 +421,14 @@ func ceilSeconds(d time.Duration) int64 {
 // policyWindow returns the w parameter of l's quota policy, in seconds: the
 // Period for the window algorithms, the time an empty GCRA bucket takes to
 // refill to its burst otherwise; rounded up, at least 1.
-func policyWindow(l Limit) int64 {
+func policyWindow(l core.Limit) int64 {
 	w := l.Period
-	if l.Algorithm == GCRA {
-		w = time.Duration(l.interval()*int64(l.Burst)) * time.Microsecond
+	if l.Algorithm == core.GCRA {
+		// units are spaced by period / rate, rounded up to the µs, as
+		// core's scripts space them
+		us := l.Period.Microseconds()
+		interval := (us + int64(l.Rate) - 1) / int64(l.Rate)
+		w = time.Duration(interval*int64(l.Burst)) * time.Microsecond
 	}
 	return max(1, ceilSeconds(w))
 }

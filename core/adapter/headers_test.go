@@ -1,4 +1,4 @@
-package core_test
+package adapter_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 )
 
 func TestNewHeaders(t *testing.T) {
@@ -30,28 +31,28 @@ func TestNewHeaders(t *testing.T) {
 	tests := []struct {
 		name  string
 		d     core.Decision
-		style core.HeaderStyle
-		want  []core.Header
+		style adapter.HeaderStyle
+		want  []adapter.Header
 	}{
-		{"design example", example, core.HeadersBoth, []core.Header{
+		{"design example", example, adapter.HeadersBoth, []adapter.Header{
 			{Name: "X-Ratelimit-Limit", Value: "100"},
 			{Name: "X-Ratelimit-Remaining", Value: "42"},
 			{Name: "X-Ratelimit-Reset", Value: "30"},
 			{Name: "Ratelimit-Policy", Value: `"default";q=100;w=60`},
 			{Name: "Ratelimit", Value: `"default";r=42;t=30`},
 		}},
-		{"legacy", example, core.HeadersLegacy, []core.Header{
+		{"legacy", example, adapter.HeadersLegacy, []adapter.Header{
 			{Name: "X-Ratelimit-Limit", Value: "100"},
 			{Name: "X-Ratelimit-Remaining", Value: "42"},
 			{Name: "X-Ratelimit-Reset", Value: "30"},
 		}},
-		{"ietf", example, core.HeadersIETF, []core.Header{
+		{"ietf", example, adapter.HeadersIETF, []adapter.Header{
 			{Name: "Ratelimit-Policy", Value: `"default";q=100;w=60`},
 			{Name: "Ratelimit", Value: `"default";r=42;t=30`},
 		}},
-		{"none", example, core.HeadersNone, nil},
-		{"no rule applied", core.Decision{Allowed: true, Limiting: -1}, core.HeadersBoth, nil},
-		{"denied, retry rounded up", denied(core.PerMinute(10), 5001*time.Millisecond, time.Minute), core.HeadersBoth, []core.Header{
+		{"none", example, adapter.HeadersNone, nil},
+		{"no rule applied", core.Decision{Allowed: true, Limiting: -1}, adapter.HeadersBoth, nil},
+		{"denied, retry rounded up", denied(core.PerMinute(10), 5001*time.Millisecond, time.Minute), adapter.HeadersBoth, []adapter.Header{
 			{Name: "X-Ratelimit-Limit", Value: "10"},
 			{Name: "X-Ratelimit-Remaining", Value: "0"},
 			{Name: "X-Ratelimit-Reset", Value: "60"},
@@ -59,21 +60,21 @@ func TestNewHeaders(t *testing.T) {
 			{Name: "Ratelimit", Value: `"default";r=0;t=60`},
 			{Name: "Retry-After", Value: "6"},
 		}},
-		{"denied, retry under a second is 1", denied(core.PerSecond(10), time.Microsecond, time.Second), core.HeadersNone, []core.Header{
+		{"denied, retry under a second is 1", denied(core.PerSecond(10), time.Microsecond, time.Second), adapter.HeadersNone, []adapter.Header{
 			{Name: "Retry-After", Value: "1"},
 		}},
-		{"denied, retry 0 is 1", denied(core.PerSecond(10), 0, 0), core.HeadersLegacy, []core.Header{
+		{"denied, retry 0 is 1", denied(core.PerSecond(10), 0, 0), adapter.HeadersLegacy, []adapter.Header{
 			{Name: "X-Ratelimit-Limit", Value: "10"},
 			{Name: "X-Ratelimit-Remaining", Value: "0"},
 			{Name: "X-Ratelimit-Reset", Value: "0"},
 			{Name: "Retry-After", Value: "1"},
 		}},
-		{"denied for ever: no Retry-After", denied(core.PerSecond(10), -1, 0), core.HeadersLegacy, []core.Header{
+		{"denied for ever: no Retry-After", denied(core.PerSecond(10), -1, 0), adapter.HeadersLegacy, []adapter.Header{
 			{Name: "X-Ratelimit-Limit", Value: "10"},
 			{Name: "X-Ratelimit-Remaining", Value: "0"},
 			{Name: "X-Ratelimit-Reset", Value: "0"},
 		}},
-		{"most restrictive drives legacy, every rule in IETF", two, core.HeadersBoth, []core.Header{
+		{"most restrictive drives legacy, every rule in IETF", two, adapter.HeadersBoth, []adapter.Header{
 			{Name: "X-Ratelimit-Limit", Value: "1000"},
 			{Name: "X-Ratelimit-Remaining", Value: "3"},
 			{Name: "X-Ratelimit-Reset", Value: "1235"},
@@ -83,7 +84,7 @@ func TestNewHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := core.NewHeaders(tt.d, tt.style, core.DefaultIETFDraft)
+			h := adapter.NewHeaders(tt.d, tt.style, adapter.DefaultIETFDraft)
 			if got, want := h.Len(), len(tt.want); got != want {
 				t.Errorf("Len() = %d, want %d", got, want)
 			}
@@ -115,8 +116,8 @@ func TestNewHeadersPolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := core.Decision{Allowed: true, Results: []core.RuleResult{{Rule: tt.rule, Result: core.Result{Limit: tt.limit, Allowed: true}}}}
-			h := core.NewHeaders(d, core.HeadersIETF, core.IETFDraft10)
-			if got, want := h.Get(core.HeaderPolicy), tt.want; got != want {
+			h := adapter.NewHeaders(d, adapter.HeadersIETF, adapter.IETFDraft10)
+			if got, want := h.Get(adapter.HeaderPolicy), tt.want; got != want {
 				t.Errorf("RateLimit-Policy = %s, want %s", got, want)
 			}
 		})
@@ -131,7 +132,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 		{-1, 1}, {0, 1}, {1, 1}, {time.Second, 1}, {time.Second + 1, 2}, {90 * time.Second, 90},
 	}
 	for _, tt := range tests {
-		if got := core.RetryAfterSeconds(tt.d); got != tt.want {
+		if got := adapter.RetryAfterSeconds(tt.d); got != tt.want {
 			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.d, got, tt.want)
 		}
 	}
@@ -142,7 +143,7 @@ func TestHeadersSetHTTP(t *testing.T) {
 		Rule:   "default",
 		Result: core.Result{Limit: core.PerMinute(100), RetryAfter: 30 * time.Second, ResetAfter: 30 * time.Second},
 	}}}
-	h := core.NewHeaders(d, core.HeadersBoth, 0)
+	h := adapter.NewHeaders(d, adapter.HeadersBoth, 0)
 	dst := http.Header{"X-Ratelimit-Limit": {"stale", "values"}, "Content-Type": {"text/plain"}}
 	h.SetHTTP(dst)
 	want := map[string]string{
@@ -171,10 +172,10 @@ func TestHeadersAllocs(t *testing.T) {
 		{Rule: "per-second", Result: core.Result{Limit: core.PerSecond(10), Allowed: true, Remaining: 9}},
 		{Rule: "per-hour", Result: core.Result{Limit: core.PerHour(1000), Allowed: true, Remaining: 3}},
 	}}
-	if got := testing.AllocsPerRun(100, func() { _ = core.NewHeaders(d, core.HeadersBoth, 0) }); got != 0 {
+	if got := testing.AllocsPerRun(100, func() { _ = adapter.NewHeaders(d, adapter.HeadersBoth, 0) }); got != 0 {
 		t.Errorf("NewHeaders: %v allocations, want 0", got)
 	}
-	h := core.NewHeaders(d, core.HeadersBoth, 0)
+	h := adapter.NewHeaders(d, adapter.HeadersBoth, 0)
 	dst := make(http.Header, 8)
 	if got := testing.AllocsPerRun(100, func() { clear(dst); h.SetHTTP(dst) }); got != 1 {
 		t.Errorf("SetHTTP: %v allocations, want 1", got)
@@ -196,19 +197,19 @@ func TestHeadersSetOutlives(t *testing.T) {
 				Result: core.Result{Limit: core.PerHour(1000 + i), Allowed: true, Remaining: 999},
 			})
 		}
-		h := core.NewHeaders(d, core.HeadersBoth, 0)
-		want := h.Get(core.HeaderPolicy)
+		h := adapter.NewHeaders(d, adapter.HeadersBoth, 0)
+		want := h.Get(adapter.HeaderPolicy)
 		if got := strings.Count(want, "rule-with-a-long-name-"); got != rules {
 			t.Fatalf("%d rules: policy %q lists %d", rules, want, got)
 		}
 		dst, m := http.Header{}, mapHeader{}
 		h.SetHTTP(dst)
 		h.Set(m)
-		h = core.NewHeaders(core.Decision{Limiting: 0, Results: []core.RuleResult{{Rule: "x", Result: core.Result{Limit: core.PerSecond(1), RetryAfter: time.Second}}}}, core.HeadersBoth, 0)
+		h = adapter.NewHeaders(core.Decision{Limiting: 0, Results: []core.RuleResult{{Rule: "x", Result: core.Result{Limit: core.PerSecond(1), RetryAfter: time.Second}}}}, adapter.HeadersBoth, 0)
 		if got := dst.Get("RateLimit-Policy"); got != want {
 			t.Errorf("%d rules: SetHTTP: policy %q after the Headers changed, want %q", rules, got, want)
 		}
-		if got := m[core.HeaderPolicy]; got != want {
+		if got := m[adapter.HeaderPolicy]; got != want {
 			t.Errorf("%d rules: Set: policy %q after the Headers changed, want %q", rules, got, want)
 		}
 		if got, want := dst.Get("X-RateLimit-Remaining"), "999"; got != want {
@@ -218,8 +219,8 @@ func TestHeadersSetOutlives(t *testing.T) {
 }
 
 func TestHeaderStyleString(t *testing.T) {
-	for s, want := range map[core.HeaderStyle]string{
-		core.HeadersBoth: "both", core.HeadersLegacy: "legacy", core.HeadersIETF: "ietf", core.HeadersNone: "none", 9: "headerstyle(9)",
+	for s, want := range map[adapter.HeaderStyle]string{
+		adapter.HeadersBoth: "both", adapter.HeadersLegacy: "legacy", adapter.HeadersIETF: "ietf", adapter.HeadersNone: "none", 9: "headerstyle(9)",
 	} {
 		if got := s.String(); got != want {
 			t.Errorf("HeaderStyle(%d).String() = %q, want %q", s, got, want)
@@ -228,7 +229,7 @@ func TestHeaderStyleString(t *testing.T) {
 }
 
 func TestIETFDraftValidate(t *testing.T) {
-	for d, ok := range map[core.IETFDraft]bool{0: true, core.IETFDraft10: true, 7: false, 12: false} {
+	for d, ok := range map[adapter.IETFDraft]bool{0: true, adapter.IETFDraft10: true, 7: false, 12: false} {
 		if err := d.Validate(); (err == nil) != ok {
 			t.Errorf("IETFDraft(%d).Validate() = %v, want ok %v", d, err, ok)
 		}
@@ -258,9 +259,9 @@ func TestHeadersStacked(t *testing.T) {
 			decision("global", core.PerMinute(100), 96, 0),
 			decision("login", core.PerMinute(2), 1, 0),
 			map[string]string{
-				core.HeaderLimit: "2", core.HeaderRemaining: "1", core.HeaderReset: "20",
-				core.HeaderPolicy:    `"global";q=100;w=60, "login";q=2;w=60`,
-				core.HeaderRateLimit: `"global";r=96;t=20, "login";r=1;t=20`,
+				adapter.HeaderLimit: "2", adapter.HeaderRemaining: "1", adapter.HeaderReset: "20",
+				adapter.HeaderPolicy:    `"global";q=100;w=60, "login";q=2;w=60`,
+				adapter.HeaderRateLimit: `"global";r=96;t=20, "login";r=1;t=20`,
 			},
 		},
 		{
@@ -268,33 +269,33 @@ func TestHeadersStacked(t *testing.T) {
 			decision("global", core.PerMinute(100), 1, 0),
 			decision("login", core.PerMinute(10), 5, 0),
 			map[string]string{
-				core.HeaderLimit: "100", core.HeaderRemaining: "1", core.HeaderReset: "20",
-				core.HeaderPolicy: `"global";q=100;w=60, "login";q=10;w=60`,
+				adapter.HeaderLimit: "100", adapter.HeaderRemaining: "1", adapter.HeaderReset: "20",
+				adapter.HeaderPolicy: `"global";q=100;w=60, "login";q=10;w=60`,
 			},
 		},
 		{
 			"a tie goes to the inner",
 			decision("global", core.PerMinute(100), 50, 0),
 			decision("login", core.PerMinute(10), 5, 0),
-			map[string]string{core.HeaderLimit: "10", core.HeaderRemaining: "5"},
+			map[string]string{adapter.HeaderLimit: "10", adapter.HeaderRemaining: "5"},
 		},
 		{
 			"inner denies",
 			decision("global", core.PerMinute(100), 0, 0),
 			decision("login", core.PerMinute(10), 0, 3*time.Second),
-			map[string]string{core.HeaderLimit: "10", core.HeaderRemaining: "0", core.HeaderRetryAfter: "3"},
+			map[string]string{adapter.HeaderLimit: "10", adapter.HeaderRemaining: "0", adapter.HeaderRetryAfter: "3"},
 		},
 		{
 			"longer Retry-After kept",
 			decision("global", core.PerMinute(100), 0, 10*time.Second),
 			decision("login", core.PerMinute(10), 0, 3*time.Second),
-			map[string]string{core.HeaderLimit: "10", core.HeaderRetryAfter: "10"},
+			map[string]string{adapter.HeaderLimit: "10", adapter.HeaderRetryAfter: "10"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			outer := core.NewHeaders(tt.outer, core.HeadersBoth, 0)
-			inner := core.NewHeaders(tt.inner, core.HeadersBoth, 0)
+			outer := adapter.NewHeaders(tt.outer, adapter.HeadersBoth, 0)
+			inner := adapter.NewHeaders(tt.inner, adapter.HeadersBoth, 0)
 			h := http.Header{}
 			outer.SetHTTP(h)
 			inner.SetHTTP(h)

@@ -1,4 +1,4 @@
-package core_test
+package adapter_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/internal/adaptertest"
 	"github.com/ratekit/ratekit/keyfuncs"
 )
@@ -26,12 +27,12 @@ func clientRequest(client string) core.Request {
 	if client != "" {
 		r.Header.Set(adaptertest.ClientHeader, client)
 	}
-	return core.HTTPRequest(r)
+	return adapter.HTTPRequest(r)
 }
 
 func TestMiddlewareHandle(t *testing.T) {
 	l, _ := adaptertest.NewLimiter(t)
-	m, err := core.NewMiddleware(l, []core.Rule{adaptertest.FixedRule("default", 100)}, core.MiddlewareConfig{})
+	m, err := adapter.New(l, []core.Rule{adaptertest.FixedRule("default", 100)}, adapter.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,12 +45,12 @@ func TestMiddlewareHandle(t *testing.T) {
 	if !out.Proceed() || out.Limited() || out.Err != nil || out.Body != nil {
 		t.Fatalf("58th request: %+v, want to proceed", out)
 	}
-	want := []core.Header{
-		{Name: core.HeaderLimit, Value: "100"},
-		{Name: core.HeaderRemaining, Value: "42"},
-		{Name: core.HeaderReset, Value: "30"},
-		{Name: core.HeaderPolicy, Value: `"default";q=100;w=60`},
-		{Name: core.HeaderRateLimit, Value: `"default";r=42;t=30`},
+	want := []adapter.Header{
+		{Name: adapter.HeaderLimit, Value: "100"},
+		{Name: adapter.HeaderRemaining, Value: "42"},
+		{Name: adapter.HeaderReset, Value: "30"},
+		{Name: adapter.HeaderPolicy, Value: `"default";q=100;w=60`},
+		{Name: adapter.HeaderRateLimit, Value: `"default";r=42;t=30`},
 	}
 	checkHeaders(t, out.Headers, want)
 
@@ -63,13 +64,13 @@ func TestMiddlewareHandle(t *testing.T) {
 	if !out.Limited() || out.Proceed() || out.Err != nil || out.Decision.Allowed {
 		t.Errorf("101st request: %+v, want limited", out)
 	}
-	checkHeaders(t, out.Headers, []core.Header{
-		{Name: core.HeaderLimit, Value: "100"},
-		{Name: core.HeaderRemaining, Value: "0"},
-		{Name: core.HeaderReset, Value: "30"},
-		{Name: core.HeaderPolicy, Value: `"default";q=100;w=60`},
-		{Name: core.HeaderRateLimit, Value: `"default";r=0;t=30`},
-		{Name: core.HeaderRetryAfter, Value: "30"},
+	checkHeaders(t, out.Headers, []adapter.Header{
+		{Name: adapter.HeaderLimit, Value: "100"},
+		{Name: adapter.HeaderRemaining, Value: "0"},
+		{Name: adapter.HeaderReset, Value: "30"},
+		{Name: adapter.HeaderPolicy, Value: `"default";q=100;w=60`},
+		{Name: adapter.HeaderRateLimit, Value: `"default";r=0;t=30`},
+		{Name: adapter.HeaderRetryAfter, Value: "30"},
 	})
 	checkProblem(t, out.Body, http.StatusTooManyRequests)
 
@@ -79,7 +80,7 @@ func TestMiddlewareHandle(t *testing.T) {
 	}
 }
 
-func checkHeaders(t *testing.T, h core.Headers, want []core.Header) {
+func checkHeaders(t *testing.T, h adapter.Headers, want []adapter.Header) {
 	t.Helper()
 	if got, want := h.Len(), len(want); got != want {
 		t.Errorf("%d header fields, want %d", got, want)
@@ -102,11 +103,64 @@ func checkProblem(t *testing.T, body []byte, status int) {
 	}
 }
 
+// TestMiddlewareOverFailingStore checks, end to end through a Limiter over a
+// store that always fails, the answers that TestMiddlewareFailurePolicies
+// checks for the decisions each failure policy promises.
+func TestMiddlewareOverFailingStore(t *testing.T) {
+	tests := []struct {
+		policy        core.FailurePolicy
+		wantStatus    int
+		wantRemaining string // X-RateLimit-Remaining of the second request
+	}{
+		{core.FailLocal, 0, "98"}, // counted in process
+		{core.FailOpen, 0, "99"},  // nothing counted: the capacity less the cost
+		{core.FailClosed, http.StatusServiceUnavailable, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.policy.String(), func(t *testing.T) {
+			clock := adaptertest.NewClock() // the local fallback's window stays put
+			l := adaptertest.NewLimiterOver(t, adaptertest.FailingStore{},
+				core.WithFailurePolicy(tt.policy), core.WithFallbackOptions(core.WithClock(clock.Now)))
+			m, err := adapter.New(l, []core.Rule{adaptertest.FixedRule("default", 100)}, adapter.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Handle(clientRequest("a"))
+			out := m.Handle(clientRequest("a"))
+			if got, want := out.Status, tt.wantStatus; got != want {
+				t.Fatalf("status %d, want %d (err %v)", got, want, out.Err)
+			}
+			if !out.Decision.Degraded() {
+				t.Errorf("decision %+v, want it degraded", out.Decision)
+			}
+			if got, want := out.Headers.Get(adapter.HeaderRemaining), tt.wantRemaining; got != want {
+				t.Errorf("X-RateLimit-Remaining %q, want %q", got, want)
+			}
+			if tt.wantStatus == 0 {
+				if out.Err != nil || out.Body != nil {
+					t.Errorf("err %v, body %q, want neither", out.Err, out.Body)
+				}
+				return
+			}
+			if !errors.Is(out.Err, core.ErrUnavailable) || !errors.Is(out.Err, adaptertest.ErrStoreDown) {
+				t.Errorf("err %v, want one wrapping ErrUnavailable and the store's error", out.Err)
+			}
+			if out.Limited() {
+				t.Error("Limited() for a store outage")
+			}
+			if got := out.Headers.Len(); got != 1 || out.Headers.Get(adapter.HeaderRetryAfter) == "" {
+				t.Errorf("%d header fields, want Retry-After alone", got)
+			}
+			checkProblem(t, out.Body, tt.wantStatus)
+		})
+	}
+}
+
 func TestMiddlewareNever(t *testing.T) {
 	l, _ := adaptertest.NewLimiter(t)
 	rule := adaptertest.FixedRule("default", 10)
 	rule.Cost = func(core.Request) int { return 11 }
-	m, err := core.NewMiddleware(l, []core.Rule{rule}, core.MiddlewareConfig{Headers: core.HeadersLegacy})
+	m, err := adapter.New(l, []core.Rule{rule}, adapter.Config{Headers: adapter.HeadersLegacy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +168,7 @@ func TestMiddlewareNever(t *testing.T) {
 	if got, want := out.Status, http.StatusTooManyRequests; got != want {
 		t.Fatalf("status %d, want %d", got, want)
 	}
-	if got := out.Headers.Get(core.HeaderRetryAfter); got != "" {
+	if got := out.Headers.Get(adapter.HeaderRetryAfter); got != "" {
 		t.Errorf("Retry-After %q for a cost that can never pass, want none", got)
 	}
 	checkProblem(t, out.Body, http.StatusTooManyRequests)
@@ -125,19 +179,19 @@ func TestMiddlewareNoIdentity(t *testing.T) {
 	tests := []struct {
 		name       string
 		rules      []core.Rule
-		policy     core.NoIdentityPolicy
+		policy     adapter.NoIdentityPolicy
 		wantStatus int
 		wantPolicy string
 	}{
-		{"next skips the rule", []core.Rule{adaptertest.FixedRule("client", 5), global}, core.NoIdentityNext, 0, `"global";q=10;w=60`},
-		{"next skips the rule, whatever its place", []core.Rule{global, adaptertest.FixedRule("client", 5)}, core.NoIdentityNext, 0, `"global";q=10;w=60`},
-		{"next skips every rule", []core.Rule{adaptertest.FixedRule("client", 5), adaptertest.FixedRule("client2", 5)}, core.NoIdentityNext, 0, ""},
-		{"401", []core.Rule{adaptertest.FixedRule("client", 5), global}, core.NoIdentity401, http.StatusUnauthorized, ""},
+		{"next skips the rule", []core.Rule{adaptertest.FixedRule("client", 5), global}, adapter.NoIdentityNext, 0, `"global";q=10;w=60`},
+		{"next skips the rule, whatever its place", []core.Rule{global, adaptertest.FixedRule("client", 5)}, adapter.NoIdentityNext, 0, `"global";q=10;w=60`},
+		{"next skips every rule", []core.Rule{adaptertest.FixedRule("client", 5), adaptertest.FixedRule("client2", 5)}, adapter.NoIdentityNext, 0, ""},
+		{"401", []core.Rule{adaptertest.FixedRule("client", 5), global}, adapter.NoIdentity401, http.StatusUnauthorized, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l, _ := adaptertest.NewLimiter(t)
-			m, err := core.NewMiddleware(l, tt.rules, core.MiddlewareConfig{NoIdentity: tt.policy})
+			m, err := adapter.New(l, tt.rules, adapter.Config{NoIdentity: tt.policy})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,7 +199,7 @@ func TestMiddlewareNoIdentity(t *testing.T) {
 			if got, want := out.Status, tt.wantStatus; got != want {
 				t.Fatalf("status %d, want %d (err %v)", got, want, out.Err)
 			}
-			if got, want := out.Headers.Get(core.HeaderPolicy), tt.wantPolicy; got != want {
+			if got, want := out.Headers.Get(adapter.HeaderPolicy), tt.wantPolicy; got != want {
 				t.Errorf("RateLimit-Policy %q, want %q", got, want)
 			}
 			if tt.wantStatus == 0 {
@@ -169,12 +223,12 @@ func TestMiddlewareNoIdentitySpendsNothing(t *testing.T) {
 	// the global rule must be spent once per request, not once per attempt
 	l, _ := adaptertest.NewLimiter(t)
 	global := core.Rule{Name: "global", Limit: core.PerMinute(10).WithAlgorithm(core.FixedWindow), Key: keyfuncs.Static("all")}
-	m, err := core.NewMiddleware(l, []core.Rule{global, adaptertest.FixedRule("client", 5), adaptertest.FixedRule("client2", 5)}, core.MiddlewareConfig{})
+	m, err := adapter.New(l, []core.Rule{global, adaptertest.FixedRule("client", 5), adaptertest.FixedRule("client2", 5)}, adapter.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := m.Handle(clientRequest(""))
-	if got, want := out.Headers.Get(core.HeaderRemaining), "9"; got != want {
+	if got, want := out.Headers.Get(adapter.HeaderRemaining), "9"; got != want {
 		t.Errorf("X-RateLimit-Remaining %q, want %q", got, want)
 	}
 }
@@ -183,7 +237,7 @@ func TestMiddlewareError(t *testing.T) {
 	l, _ := adaptertest.NewLimiter(t)
 	rule := adaptertest.FixedRule("default", 10)
 	rule.Cost = func(core.Request) int { return 0 }
-	m, err := core.NewMiddleware(l, []core.Rule{rule}, core.MiddlewareConfig{})
+	m, err := adapter.New(l, []core.Rule{rule}, adapter.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,45 +257,45 @@ func TestMiddlewareError(t *testing.T) {
 func TestMiddlewareCopiesRules(t *testing.T) {
 	l, _ := adaptertest.NewLimiter(t)
 	rules := []core.Rule{adaptertest.FixedRule("default", 10)}
-	m, err := core.NewMiddleware(l, rules, core.MiddlewareConfig{})
+	m, err := adapter.New(l, rules, adapter.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rules[0].Name = "changed"
 	out := m.Handle(clientRequest("a"))
-	if got, want := out.Headers.Get(core.HeaderPolicy), `"default";q=10;w=60`; got != want {
+	if got, want := out.Headers.Get(adapter.HeaderPolicy), `"default";q=10;w=60`; got != want {
 		t.Errorf("RateLimit-Policy %q, want %q", got, want)
 	}
 }
 
-func TestNewMiddlewareInvalid(t *testing.T) {
+func TestNewInvalid(t *testing.T) {
 	l, _ := adaptertest.NewLimiter(t)
 	ok := []core.Rule{adaptertest.FixedRule("default", 10)}
 	tests := []struct {
 		name  string
 		l     *core.Limiter
 		rules []core.Rule
-		cfg   core.MiddlewareConfig
+		cfg   adapter.Config
 	}{
-		{"nil limiter", nil, ok, core.MiddlewareConfig{}},
-		{"no rules", l, nil, core.MiddlewareConfig{}},
-		{"two rules of one name", l, append(ok, ok[0]), core.MiddlewareConfig{}},
-		{"rule without key", l, []core.Rule{{Name: "a", Limit: core.PerSecond(1)}}, core.MiddlewareConfig{}},
-		{"unknown header style", l, ok, core.MiddlewareConfig{Headers: 9}},
-		{"unknown draft", l, ok, core.MiddlewareConfig{Draft: 3}},
-		{"unknown no-identity policy", l, ok, core.MiddlewareConfig{NoIdentity: 9}},
-		{"fail-closed status 200", l, ok, core.MiddlewareConfig{FailClosedStatus: 200}},
-		{"fail-closed status 600", l, ok, core.MiddlewareConfig{FailClosedStatus: 600}},
-		{"non-ASCII name with IETF fields", l, []core.Rule{adaptertest.FixedRule("café", 1)}, core.MiddlewareConfig{}},
+		{"nil limiter", nil, ok, adapter.Config{}},
+		{"no rules", l, nil, adapter.Config{}},
+		{"two rules of one name", l, append(ok, ok[0]), adapter.Config{}},
+		{"rule without key", l, []core.Rule{{Name: "a", Limit: core.PerSecond(1)}}, adapter.Config{}},
+		{"unknown header style", l, ok, adapter.Config{Headers: 9}},
+		{"unknown draft", l, ok, adapter.Config{Draft: 3}},
+		{"unknown no-identity policy", l, ok, adapter.Config{NoIdentity: 9}},
+		{"fail-closed status 200", l, ok, adapter.Config{FailClosedStatus: 200}},
+		{"fail-closed status 600", l, ok, adapter.Config{FailClosedStatus: 600}},
+		{"non-ASCII name with IETF fields", l, []core.Rule{adaptertest.FixedRule("café", 1)}, adapter.Config{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := core.NewMiddleware(tt.l, tt.rules, tt.cfg); err == nil {
-				t.Error("NewMiddleware succeeded, want an error")
+			if _, err := adapter.New(tt.l, tt.rules, tt.cfg); err == nil {
+				t.Error("New succeeded, want an error")
 			}
 		})
 	}
-	if _, err := core.NewMiddleware(l, []core.Rule{adaptertest.FixedRule("café", 1)}, core.MiddlewareConfig{Headers: core.HeadersLegacy}); err != nil {
+	if _, err := adapter.New(l, []core.Rule{adaptertest.FixedRule("café", 1)}, adapter.Config{Headers: adapter.HeadersLegacy}); err != nil {
 		t.Errorf("non-ASCII name with legacy fields only: %v", err)
 	}
 }
@@ -249,7 +303,7 @@ func TestNewMiddlewareInvalid(t *testing.T) {
 func TestMiddlewareHandleAllocs(t *testing.T) {
 	l, clock := adaptertest.NewLimiter(t)
 	rules := []core.Rule{{Name: "default", Limit: core.PerSecond(1 << 20), Key: adaptertest.ClientKey()}}
-	m, err := core.NewMiddleware(l, rules, core.MiddlewareConfig{})
+	m, err := adapter.New(l, rules, adapter.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package core
+package adapter
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/ratekit/ratekit/core"
 )
 
 // TestMiddlewareFailurePolicies feeds Handle the decisions that the
@@ -15,17 +17,17 @@ import (
 // answers.
 func TestMiddlewareFailurePolicies(t *testing.T) {
 	storeErr := errors.New("dial tcp 127.0.0.1:6379: connection refused")
-	limit := PerMinute(100)
-	degraded := func(allowed bool, remaining int, retry time.Duration) Decision {
-		return Decision{Allowed: allowed, Limiting: 0, Results: []RuleResult{{
+	limit := core.PerMinute(100)
+	degraded := func(allowed bool, remaining int, retry time.Duration) core.Decision {
+		return core.Decision{Allowed: allowed, Limiting: 0, Results: []core.RuleResult{{
 			Rule:   "default",
-			Result: Result{Limit: limit, Allowed: allowed, Remaining: remaining, RetryAfter: retry, ResetAfter: 12 * time.Second, Degraded: true},
+			Result: core.Result{Limit: limit, Allowed: allowed, Remaining: remaining, RetryAfter: retry, ResetAfter: 12 * time.Second, Degraded: true},
 		}}}
 	}
 	tests := []struct {
 		name        string
-		cfg         MiddlewareConfig
-		d           Decision
+		cfg         Config
+		d           core.Decision
 		err         error
 		wantStatus  int
 		wantHeaders []Header
@@ -51,37 +53,43 @@ func TestMiddlewareFailurePolicies(t *testing.T) {
 		{
 			name:        "fail closed: 503 with Retry-After only",
 			d:           degraded(false, 0, 2500*time.Millisecond),
-			err:         fmt.Errorf("%w: %w", ErrUnavailable, storeErr),
+			err:         fmt.Errorf("%w: %w", core.ErrUnavailable, storeErr),
 			wantStatus:  http.StatusServiceUnavailable,
 			wantHeaders: []Header{{HeaderRetryAfter, "3"}},
 		},
 		{
 			name:        "fail closed, status chosen",
-			cfg:         MiddlewareConfig{FailClosedStatus: http.StatusTooManyRequests},
+			cfg:         Config{FailClosedStatus: http.StatusTooManyRequests},
 			d:           degraded(false, 0, time.Second),
-			err:         fmt.Errorf("%w: %w", ErrUnavailable, storeErr),
+			err:         fmt.Errorf("%w: %w", core.ErrUnavailable, storeErr),
 			wantStatus:  http.StatusTooManyRequests,
 			wantHeaders: []Header{{HeaderRetryAfter, "1"}},
 		},
 		{
 			name:       "store error without a policy: 500",
-			d:          Decision{Limiting: -1},
+			d:          core.Decision{Limiting: -1},
 			err:        storeErr,
 			wantStatus: http.StatusInternalServerError,
 		},
 	}
-	rules := []Rule{{Name: "default", Limit: limit, Key: func(Request) (string, error) { return "static:x", nil }}}
-	l, err := NewLimiter(NewMemoryStore())
+	rules := []core.Rule{{Name: "default", Limit: limit, Key: func(core.Request) (string, error) { return "static:x", nil }}}
+	store, err := core.NewMemoryStore()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { store.Close() })
+	l, err := core.NewLimiter(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := NewMiddleware(l, rules, tt.cfg)
+			m, err := New(l, rules, tt.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			m.check = func(context.Context, Request, []Rule) (Decision, error) { return tt.d, tt.err }
+			m.check = func(context.Context, core.Request, []core.Rule) (core.Decision, error) { return tt.d, tt.err }
 			out := m.Handle(HTTPRequest(httptest.NewRequest("GET", "/", nil)))
 			if got, want := out.Status, tt.wantStatus; got != want {
 				t.Fatalf("status %d, want %d", got, want)

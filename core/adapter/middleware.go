@@ -1,4 +1,4 @@
-package core
+package adapter
 
 import (
 	"cmp"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ratekit/ratekit/core"
 	"net/http"
 	"slices"
 	"time"
@@ -16,7 +17,7 @@ import (
 const ProblemContentType = "application/problem+json"
 
 // NoIdentityPolicy says what a [Middleware] does with a request for which a
-// rule's key function finds no identity (its error wraps [ErrNoIdentity]).
+// rule's key function finds no identity (its error wraps [core.ErrNoIdentity]).
 // The zero value is [NoIdentityNext].
 type NoIdentityPolicy uint8
 
@@ -36,10 +37,10 @@ const (
 	numNoIdentityPolicies = iota
 )
 
-// MiddlewareConfig is the framework-neutral part of a middleware's
+// Config is the framework-neutral part of a middleware's
 // configuration. Each adapter fills it from its own options; its zero value
 // is the default of every field.
-type MiddlewareConfig struct {
+type Config struct {
 	// Headers selects the rate-limit header fields; [HeadersBoth] by
 	// default.
 	Headers HeaderStyle
@@ -61,9 +62,9 @@ type MiddlewareConfig struct {
 // and from a framework's request and response to the adapter. It is safe
 // for concurrent use.
 type Middleware struct {
-	check      func(context.Context, Request, []Rule) (Decision, error) // the Limiter's Check; tests replace it
-	rules      []Rule
-	cfg        MiddlewareConfig
+	check      func(context.Context, core.Request, []core.Rule) (core.Decision, error) // the core.Limiter's Check; tests replace it
+	rules      []core.Rule
+	cfg        Config
 	limited    []byte // 429 body
 	never      []byte // 429 body when no wait helps
 	failClosed []byte
@@ -71,15 +72,15 @@ type Middleware struct {
 	failed     []byte
 }
 
-// NewMiddleware returns a Middleware that checks requests against rules with
-// l. It validates the rules ([ValidateRules]) and cfg, and copies rules, so
+// New returns a Middleware that checks requests against rules with
+// l. It validates the rules ([core.ValidateRules]) and cfg, and copies rules, so
 // later changes to the slice have no effect. With IETF fields on, rule names
 // must be printable ASCII, as structured-field strings are.
-func NewMiddleware(l *Limiter, rules []Rule, cfg MiddlewareConfig) (*Middleware, error) {
+func New(l *core.Limiter, rules []core.Rule, cfg Config) (*Middleware, error) {
 	if l == nil {
-		return nil, errors.New("ratekit: NewMiddleware: nil Limiter")
+		return nil, errors.New("ratekit: adapter.New: nil Limiter")
 	}
-	if err := ValidateRules(rules); err != nil {
+	if err := core.ValidateRules(rules); err != nil {
 		return nil, err
 	}
 	switch {
@@ -103,7 +104,7 @@ func NewMiddleware(l *Limiter, rules []Rule, cfg MiddlewareConfig) (*Middleware,
 	for i := range m.rules {
 		r := &m.rules[i]
 		if cfg.Headers.ietf() && !validSFString(r.Name) {
-			return nil, fmt.Errorf("%w: rule name %q is not printable ASCII, which the IETF rate-limit fields require (use HeadersLegacy or rename it)", ErrInvalidName, r.Name)
+			return nil, fmt.Errorf("%w: rule name %q is not printable ASCII, which the IETF rate-limit fields require (use HeadersLegacy or rename it)", core.ErrInvalidName, r.Name)
 		}
 		if cfg.NoIdentity == NoIdentityNext {
 			r.Key = markNoIdentity(r.Name, r.Key)
@@ -127,15 +128,15 @@ type Outcome struct {
 	Status int
 	// Decision is the Limiter's decision; it has no results when an error
 	// other than the store being unavailable stopped the check.
-	Decision Decision
+	Decision core.Decision
 	// Headers are the fields to set on the response, whatever it is: the
 	// rate-limit fields, plus Retry-After on a denial. When the store is
 	// unavailable only Retry-After is set, since no rule's numbers are
 	// known.
 	Headers Headers
 	// Err is nil for a decision, and otherwise the error that stopped it:
-	// it wraps [ErrUnavailable] when the store is unavailable and the
-	// Limiter fails closed, [ErrNoIdentity] under [NoIdentity401], and is a
+	// it wraps [core.ErrUnavailable] when the store is unavailable and the
+	// Limiter fails closed, [core.ErrNoIdentity] under [NoIdentity401], and is a
 	// misconfiguration (a cost below 1, a bad key) otherwise. Its text is
 	// for logs, never for clients.
 	Err error
@@ -153,7 +154,7 @@ func (o *Outcome) Limited() bool { return o.Status != 0 && o.Err == nil }
 
 // Handle checks req against the middleware's rules with req's context, and
 // returns what to answer.
-func (m *Middleware) Handle(req Request) Outcome {
+func (m *Middleware) Handle(req core.Request) Outcome {
 	ctx := req.Context()
 	d, err := m.check(ctx, req, m.rules)
 	if err != nil && m.cfg.NoIdentity == NoIdentityNext {
@@ -171,9 +172,9 @@ func (m *Middleware) Handle(req Request) Outcome {
 			o.Body = m.never
 		}
 		return o
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, core.ErrUnavailable):
 		return Outcome{Status: m.cfg.FailClosedStatus, Decision: d, Headers: retryAfterHeaders(longestRetry(d)), Err: err, Body: m.failClosed}
-	case errors.Is(err, ErrNoIdentity):
+	case errors.Is(err, core.ErrNoIdentity):
 		return Outcome{Status: http.StatusUnauthorized, Decision: d, Err: err, Body: m.noIdentity}
 	default:
 		return Outcome{Status: http.StatusInternalServerError, Decision: d, Err: err, Body: m.failed}
@@ -182,19 +183,19 @@ func (m *Middleware) Handle(req Request) Outcome {
 
 // checkIdentified re-checks req without each rule that found no identity,
 // one at a time, until a check succeeds or fails otherwise. It relies on
-// [Limiter.Check] extracting every rule's identity before it spends
+// [core.Limiter.Check] extracting every rule's identity before it spends
 // anything, which it must to group rules by identity: a check that failed
 // for want of an identity spent nothing.
-func (m *Middleware) checkIdentified(req Request, nie *noIdentityError) (Decision, error) {
+func (m *Middleware) checkIdentified(req core.Request, nie *noIdentityError) (core.Decision, error) {
 	rules := m.rules
 	for {
-		i := slices.IndexFunc(rules, func(r Rule) bool { return r.Name == nie.rule })
+		i := slices.IndexFunc(rules, func(r core.Rule) bool { return r.Name == nie.rule })
 		if i < 0 { // cannot happen: the error names one of rules
-			return Decision{Limiting: -1}, nie
+			return core.Decision{Limiting: -1}, nie
 		}
 		rules = slices.Delete(slices.Clone(rules), i, i+1)
 		if len(rules) == 0 {
-			return Decision{Allowed: true, Limiting: -1}, nil
+			return core.Decision{Allowed: true, Limiting: -1}, nil
 		}
 		d, err := m.check(req.Context(), req, rules)
 		if !errors.As(err, &nie) {
@@ -213,10 +214,10 @@ func (e *noIdentityError) Error() string { return e.err.Error() }
 func (e *noIdentityError) Unwrap() error { return e.err }
 
 // markNoIdentity wraps key so that its no-identity errors name the rule.
-func markNoIdentity(rule string, key KeyFunc) KeyFunc {
-	return func(req Request) (string, error) {
+func markNoIdentity(rule string, key core.KeyFunc) core.KeyFunc {
+	return func(req core.Request) (string, error) {
 		id, err := key(req)
-		if err != nil && errors.Is(err, ErrNoIdentity) {
+		if err != nil && errors.Is(err, core.ErrNoIdentity) {
 			return "", &noIdentityError{rule: rule, err: err}
 		}
 		return id, err
@@ -225,7 +226,7 @@ func markNoIdentity(rule string, key KeyFunc) KeyFunc {
 
 // longestRetry returns the longest RetryAfter of d's denying results, 0 if
 // none.
-func longestRetry(d Decision) time.Duration {
+func longestRetry(d core.Decision) time.Duration {
 	var retry time.Duration
 	for _, r := range d.Results {
 		if !r.Allowed {

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func TestHonoursDeadlines(t *testing.T) {
+func TestTraitsKeepsDeadlines(t *testing.T) {
 	honours := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	ignores := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ContextTimeoutEnabled: true})
@@ -18,23 +18,23 @@ func TestHonoursDeadlines(t *testing.T) {
 	for _, c := range []interface{ Close() error }{honours, ignores, cluster, ring} {
 		t.Cleanup(func() { c.Close() })
 	}
-	batched := NewRedisStore(honours, WithBatching(0, 0, 0))
+	batched := MustRedisStore(honours, WithBatching(Batching{}))
 	t.Cleanup(func() { batched.Close() })
 	for _, tc := range []struct {
 		name  string
 		store Store
 		want  bool
 	}{
-		{"client with ContextTimeoutEnabled", NewRedisStore(honours), true},
-		{"default client", NewRedisStore(ignores), false},
-		{"cluster", NewRedisStore(cluster), true},
-		{"ring", NewRedisStore(ring), true},
+		{"client with ContextTimeoutEnabled", MustRedisStore(honours), true},
+		{"default client", MustRedisStore(ignores), false},
+		{"cluster", MustRedisStore(cluster), true},
+		{"ring", MustRedisStore(ring), true},
 		{"batching", batched, true},
-		{"leasing", NewLeasingStore(NewRedisStore(honours)), true},
-		{"leasing over a default client", NewLeasingStore(NewRedisStore(ignores)), false},
-		{"memory", NewMemoryStore(), false},
+		{"leasing", MustLeasingStore(MustRedisStore(honours)), true},
+		{"leasing over a default client", MustLeasingStore(MustRedisStore(ignores)), false},
+		{"memory", MustMemoryStore(), false},
 	} {
-		if got := honoursDeadlines(tc.store); got != tc.want {
+		if got := TraitsOf(tc.store).KeepsDeadlines; got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -59,7 +59,7 @@ func TestDirectCallPanicIsAFailure(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	c.AddHook(panicHook{})
 	var failures []error
-	l, err := NewLimiter(NewRedisStore(c), OnError(func(err error) { failures = append(failures, err) }), WithTimeout(time.Second))
+	l, err := NewLimiter(MustRedisStore(c), OnError(func(err error) { failures = append(failures, err) }), WithTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

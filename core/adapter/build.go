@@ -1,0 +1,41 @@
+package adapter
+
+import "github.com/ratekit/ratekit/core"
+
+// This file holds the two steps that every adapter's constructor takes the
+// same way, whatever its framework: making an option that sets one of its
+// framework-typed hooks, and turning its options into a Middleware. What
+// the adapter's handler then does with an [Outcome] (copy the headers,
+// call the next handler, its denied or error hook, or write the default
+// problem) is a few lines in the framework's own idiom, and stays there.
+
+// WithHook returns an option that sets one of an adapter's hooks: set
+// stores the function the option was given in H. isNil reports whether
+// that function is nil, in which case the option fails with [ErrNilFunc]
+// instead:
+//
+//	func WithSkip(skip func(*http.Request) bool) Option {
+//		return adapter.WithHook(skip == nil, func(h *hooks) { h.skip = skip })
+//	}
+func WithHook[H any](isNil bool, set func(*H)) Option[H] {
+	return func(s *Settings[H]) error {
+		if isNil {
+			return ErrNilFunc
+		}
+		set(&s.Hooks)
+		return nil
+	}
+}
+
+// Build applies opts ([Apply], with pkg naming the adapter in errors) and
+// makes the Middleware from l, rules and the options' Config ([New]): what
+// an adapter's New does before it makes its handler. It returns the
+// Middleware and the hooks the options set.
+func Build[H any](pkg string, l *core.Limiter, rules []core.Rule, opts []Option[H]) (*Middleware, H, error) {
+	s, err := Apply(pkg, opts)
+	if err != nil {
+		return nil, s.Hooks, err
+	}
+	m, err := New(l, rules, s.Config)
+	return m, s.Hooks, err
+}

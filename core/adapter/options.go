@@ -1,0 +1,70 @@
+package adapter
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Settings is what the options of one adapter configure: the
+// framework-neutral [Config] that every adapter shares, and H, the hooks of
+// the adapter's own framework (a skip function, a denied handler, an error
+// handler, written in the framework's types).
+type Settings[H any] struct {
+	Config
+	Hooks H
+}
+
+// Option configures the middleware of an adapter whose hooks are H. An
+// adapter declares its own option type as an alias of Option over an
+// unexported hooks type, which seals it: only the adapter's package can
+// name the type argument, so only it makes options.
+//
+//	type hooks struct{ skip func(*http.Request) bool }
+//	type Option = adapter.Option[hooks]
+//
+//	func WithHeaders(style adapter.HeaderStyle) Option { return adapter.WithHeaders[hooks](style) }
+type Option[H any] func(*Settings[H]) error
+
+// Apply applies opts in order and returns the settings. It returns an error,
+// prefixed with pkg (the adapter's package name), for a nil option and for
+// any option's error. The Config is validated by [New].
+func Apply[H any](pkg string, opts []Option[H]) (Settings[H], error) {
+	var s Settings[H]
+	for _, o := range opts {
+		if o == nil {
+			return s, fmt.Errorf("%s: nil option", pkg)
+		}
+		if err := o(&s); err != nil {
+			return s, fmt.Errorf("%s: %w", pkg, err)
+		}
+	}
+	return s, nil
+}
+
+// ErrNilFunc is returned by an option given a nil function.
+var ErrNilFunc = errors.New("nil function in option")
+
+// WithHeaders selects the rate-limit header fields that responses carry;
+// [HeadersBoth] by default. See [NewHeaders] for their values.
+func WithHeaders[H any](style HeaderStyle) Option[H] {
+	return func(s *Settings[H]) error { s.Headers = style; return nil }
+}
+
+// WithIETFDraft selects the syntax of the IETF RateLimit-Policy and
+// RateLimit fields; [DefaultIETFDraft] by default.
+func WithIETFDraft[H any](draft IETFDraft) Option[H] {
+	return func(s *Settings[H]) error { s.Draft = draft; return nil }
+}
+
+// WithFailClosedStatus sets the status of the answer when the store is
+// unavailable and the Limiter fails closed; 503 by default.
+func WithFailClosedStatus[H any](status int) Option[H] {
+	return func(s *Settings[H]) error { s.FailClosedStatus = status; return nil }
+}
+
+// WithNoIdentity says what to do when a rule's key function finds no
+// identity: skip that rule ([NoIdentityNext], the default) or answer 401
+// ([NoIdentity401]).
+func WithNoIdentity[H any](policy NoIdentityPolicy) Option[H] {
+	return func(s *Settings[H]) error { s.NoIdentity = policy; return nil }
+}

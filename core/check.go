@@ -1,0 +1,375 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// A Check runs in phases, each a function below, in this order:
+//
+//  1. plan: each rule that applies yields an identity, a cost and a
+//     storage key; rules of one identity, cost and shadow mode form a group
+//     (planRules);
+//  2. decide each group, one after the other, until one denies or fails
+//     (decideGroups, decide):
+//     a. a cost no limit can ever hold, or a denial the denied-key cache
+//     remembers, is answered locally (never, answerFromCache);
+//     b. an open breaker sends the group to the failure policy (fallback);
+//     c. otherwise the store decides, within the deadline (askStore, call);
+//     a failed call counts toward the breaker and goes to the failure
+//     policy;
+//  3. fail closed: when the policy refused to decide, nothing passes
+//     (failClosed);
+//  4. report: the most restrictive result drives the headers, and each
+//     result goes to the observers and the debug log (mostRestrictive,
+//     observe).
+
+// Check decides req against rules, in order, and spends each applicable
+// rule's cost if and only if the rules of one identity all allow it. Rules
+// of one identity (and cost) are decided together in one store call; rules
+// of different identities are decided one identity after the other, and
+// the first identity whose rules deny stops the rest. Results follow rule
+// order.
+//
+// A rule in shadow mode ([Rule.Shadow], [WithShadow]) is decided and spent
+// as usual, in a store call of its own, but never denies: its result may
+// say Allowed false while the decision allows, and its denial stops
+// nothing. Even under [FailClosed] a shadow rule's outage denies nothing.
+//
+// When the store cannot decide, the [FailurePolicy] does, and the results
+// it makes are Degraded: under [FailLocal] and [FailOpen] Check returns a
+// decision and no error; under [FailClosed] it returns a decision with
+// Allowed false, every result Degraded with a RetryAfter of at least one
+// second, and an error wrapping [ErrUnavailable] and the store's error.
+//
+// Check returns an error wrapping [ErrNoIdentity] when a rule's key
+// function finds no identity, [ErrInvalidCost] for a cost below 1, any
+// other error of a key or cost function, and the context's error when
+// ctx ends before the store answers (that is the caller giving up, not
+// a store failure). Every rule's identity is found before anything is
+// spent. Rules are best validated once with [ValidateRules]; a rule that
+// would fail it (no key function, an invalid limit or name) makes Check
+// return an error, never panic.
+//
+// Each result of a returned decision is told to the [Observer]s and, when
+// the logger is enabled at Debug, logged with its identity redacted.
+func (l *Limiter) Check(ctx context.Context, req Request, rules []Rule) (Decision, error) {
+	var buf [8]planned
+	applied, groups, err := l.planRules(req, rules, buf[:0])
+	if err != nil {
+		return Decision{}, err
+	}
+	p := plan{rules: applied, groups: groups}
+	d := Decision{Allowed: true, Limiting: -1}
+	if len(p.rules) == 0 {
+		return d, nil
+	}
+	err = l.decideGroups(ctx, &p, &d)
+	if err != nil && !errors.Is(err, ErrUnavailable) {
+		return Decision{}, err
+	}
+	if err != nil {
+		l.failClosed(&d)
+	}
+	d.Limiting = mostRestrictive(d.Results)
+	l.observe(ctx, &d, p.rules)
+	return d, err
+}
+
+// planned is one applicable rule of a Check.
+type planned struct {
+	name     string
+	identity string
+	cost     int
+	shadow   bool
+	check    Check
+	group    int  // rules of one group are decided in one store call
+	cached   bool // the denied-key cache answered the rule's group
+}
+
+// plan is what a Check decides: its applicable rules, in rule order, and
+// how many groups they form.
+type plan struct {
+	rules  []planned
+	groups int
+}
+
+// planRules appends to plan the rules that apply to req, and returns it
+// with the number of groups they form. It finds every identity before
+// anything is spent.
+func (l *Limiter) planRules(req Request, rules []Rule, plan []planned) (_ []planned, groups int, _ error) {
+	for i := range rules {
+		r := &rules[i]
+		if r.Skip != nil && r.Skip(req) {
+			continue
+		}
+		if r.Key == nil {
+			return nil, 0, fmt.Errorf("%w: rule %q has no key function", ErrInvalidName, r.Name)
+		}
+		id, err := r.Key(req)
+		if err != nil {
+			return nil, 0, fmt.Errorf("rule %q: %w", r.Name, err)
+		}
+		cost := 1
+		if r.Cost != nil {
+			cost = r.Cost(req)
+		}
+		k, err := l.StorageKey(r.Name, id)
+		if err != nil {
+			return nil, 0, err
+		}
+		p := planned{name: r.Name, identity: id, cost: cost, shadow: l.shadow || r.Shadow, check: Check{Key: k, Limit: r.Limit}, group: -1}
+		for j := range plan {
+			if q := &plan[j]; q.identity == p.identity && q.cost == p.cost && q.shadow == p.shadow {
+				p.group = q.group
+				break
+			}
+		}
+		if p.group < 0 {
+			p.group = groups
+			groups++
+		}
+		plan = append(plan, p)
+	}
+	return plan, groups, nil
+}
+
+// decideGroups decides p's groups in order into d, until one denies or
+// fails, and keeps in d.Results, and in p.rules, the rules of the groups
+// decided, in rule order. It returns the first error; an error that does
+// not wrap ErrUnavailable leaves d meaningless.
+func (l *Limiter) decideGroups(ctx context.Context, p *plan, d *Decision) error {
+	d.Results = make([]RuleResult, len(p.rules))
+	var (
+		cbuf [8]Check
+		rbuf [8]Result
+		err  error
+	)
+	decided := 0
+	for g := 0; g < p.groups && d.Allowed && err == nil; g++ {
+		c := groupCall{checks: cbuf[:0], results: rbuf[:0]}
+		for i := range p.rules {
+			if r := &p.rules[i]; r.group == g {
+				c.checks = append(c.checks, r.check)
+				c.n, c.shadow = r.cost, r.shadow
+			}
+		}
+		c.results = append(c.results, make([]Result, len(c.checks))...)
+		gerr := l.decide(ctx, &c)
+		if gerr != nil && !errors.Is(gerr, ErrUnavailable) {
+			return gerr
+		}
+		if !c.shadow {
+			err = gerr // a shadow rule denies nothing, even failing closed
+		}
+		p.settle(g, &c, d)
+		decided++
+	}
+	// keep the rules of the groups decided
+	kept := 0
+	for i := range p.rules {
+		if p.rules[i].group < decided {
+			p.rules[kept], d.Results[kept] = p.rules[i], d.Results[i]
+			kept++
+		}
+	}
+	p.rules, d.Results = p.rules[:kept], d.Results[:kept]
+	return err
+}
+
+// settle writes the results of group g, decided by c, into d at their
+// rules' places.
+func (p *plan) settle(g int, c *groupCall, d *Decision) {
+	j := 0
+	for i := range p.rules {
+		r := &p.rules[i]
+		if r.group != g {
+			continue
+		}
+		r.cached = c.cached
+		d.Results[i] = RuleResult{Rule: r.name, Result: c.results[j], Shadow: c.shadow}
+		if !c.shadow {
+			d.Allowed = d.Allowed && c.results[j].Allowed
+		}
+		j++
+	}
+}
+
+// failClosed denies every result of d that is not in shadow mode: under
+// FailClosed nothing of a request may pass when the store could not
+// decide, and every result says when to try again.
+func (l *Limiter) failClosed(d *Decision) {
+	retry := l.brk.retryAfter(l.mono())
+	for i := range d.Results {
+		if d.Results[i].Shadow {
+			continue
+		}
+		r := &d.Results[i].Result
+		r.Allowed, r.Degraded = false, true
+		r.RetryAfter = max(r.RetryAfter, retry)
+	}
+	d.Allowed = false
+}
+
+// groupCall is the decision of one group of checks, all of one identity and
+// cost n: its inputs, where its results go, and the state its phases share.
+type groupCall struct {
+	checks  []Check
+	n       int
+	shadow  bool
+	results []Result
+	cached  bool // the denied-key cache answered
+}
+
+// deadline is the store deadline of one groupCall, made when first needed.
+// It is kept apart from groupCall, and so is the caller's context: escape
+// analysis does not tell a struct's fields apart, and contexts reach the
+// store, which would move a groupCall's buffers to the heap.
+type deadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// of returns the context of the store deadline, timeout after the first
+// call, within parent.
+func (d *deadline) of(parent context.Context, timeout time.Duration) context.Context {
+	if d.ctx == nil {
+		d.ctx, d.cancel = context.WithTimeout(parent, timeout)
+	}
+	return d.ctx
+}
+
+// end releases the deadline's timer.
+func (d *deadline) end() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+}
+
+// decide decides one group into c.results. It returns input errors, the
+// caller's context error, and under FailClosed an error wrapping
+// ErrUnavailable along with denied results.
+func (l *Limiter) decide(ctx context.Context, c *groupCall) error {
+	if err := validate(c.checks, c.n); err != nil {
+		return err
+	}
+	if l.inProcess {
+		return l.callInProcess(ctx, c)
+	}
+	if l.denied != nil && never(c.checks, c.n, c.results) {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ratekit: %w", err)
+	}
+	var dl deadline
+	defer dl.end()
+	var leadBuf [4]*deniedEntry
+	answered, leads, err := l.answerFromCache(ctx, &dl, c, leadBuf[:0])
+	if answered {
+		return err
+	}
+	if !l.brk.closed() {
+		l.denied.release(leads)
+		return l.fallback(ctx, c, nil)
+	}
+	return l.askStore(ctx, &dl, c, leads)
+}
+
+// callInProcess decides c with a store that decides in process: no
+// deadline, breaker or fallback.
+func (l *Limiter) callInProcess(ctx context.Context, c *groupCall) error {
+	var t0 int64
+	if l.observer != nil {
+		t0 = l.mono()
+	}
+	res, err := l.callDirect(ctx, c.checks, c.n)
+	err = copyResults(c.results, res, err)
+	if l.observer != nil {
+		l.observer.StoreCalled(time.Duration(l.mono()-t0), err)
+	}
+	return err
+}
+
+// answerFromCache answers c from the denied-key cache, and reports whether
+// c is answered. When another caller is asking the store about one of c's
+// keys, it waits for that answer within c's deadline, and past the
+// deadline answers by the failure policy. Otherwise c may now lead some of
+// the cache's entries, appended to leads: its store call will settle them.
+func (l *Limiter) answerFromCache(ctx context.Context, dl *deadline, c *groupCall, leads []*deniedEntry) (answered bool, _ []*deniedEntry, err error) {
+	if l.denied == nil {
+		return false, leads, nil
+	}
+	for {
+		var (
+			hit  bool
+			wait *deniedEntry
+		)
+		hit, wait, leads = l.denied.lookup(c.checks, c.n, l.mono(), c.results, leads, l.brk.closed())
+		switch {
+		case hit:
+			c.cached = true
+			return true, leads, nil
+		case wait == nil:
+			return false, leads, nil
+		}
+		select {
+		case <-wait.done:
+			continue
+		case <-dl.of(ctx, l.timeout).Done():
+		}
+		if err := ctx.Err(); err != nil {
+			return true, leads, fmt.Errorf("ratekit: %w", err)
+		}
+		return true, leads, l.fallback(ctx, c, l.timeoutErr)
+	}
+}
+
+// askStore decides c with the store, within the deadline: a failed call
+// counts toward the breaker and goes to the failure policy, an answer
+// feeds the denied-key cache and settles the entries c leads.
+func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, leads []*deniedEntry) error {
+	cctx := dl.of(ctx, l.timeout)
+	t0 := l.mono()
+	err := l.call(cctx, c.checks, c.n, c.results)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+		err = l.timeoutErr
+	}
+	if l.observer != nil {
+		l.observer.StoreCalled(time.Duration(l.mono()-t0), err)
+	}
+	if err != nil {
+		l.denied.release(leads)
+		if ctx.Err() != nil {
+			return fmt.Errorf("ratekit: %w", ctx.Err())
+		}
+		l.failed(err)
+		return l.fallback(ctx, c, err)
+	}
+	l.brk.succeeded()
+	if l.denied != nil {
+		l.denied.record(c.checks, c.n, t0, c.results, leads)
+	}
+	return nil
+}
+
+// never reports whether a cost above a limit's capacity denies the group,
+// which no store call could change, and fills results if so.
+func never(checks []Check, n int, results []Result) bool {
+	deny := false
+	for i := range checks {
+		deny = deny || n > checks[i].Limit.Capacity()
+	}
+	if !deny {
+		return false
+	}
+	for i := range checks {
+		results[i] = Result{Limit: checks[i].Limit}
+		if n > checks[i].Limit.Capacity() {
+			results[i].RetryAfter = -1
+		}
+	}
+	return true
+}

@@ -1,0 +1,90 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// TestConformanceTwins drives a MemoryStore and a RedisStore over
+// miniredis, on one clock, through the same random sequence of calls and
+// requires identical results: the MemoryStore computes what the scripts
+// compute.
+func TestConformanceTwins(t *testing.T) {
+	clock := &fakeClock{now: start}
+	c, advance := fakeRedis(t, clock)
+	mem, mini := memoryStores(clock)(t), redisStores(c)(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	limits := []core.Limit{
+		core.PerSecond(3), core.PerSecond(7).WithBurst(2), core.PerMinute(100).WithBurst(150),
+		{Rate: 5, Period: 1500 * time.Millisecond, Burst: 5},
+	}
+	var all []core.Limit
+	for _, l := range limits {
+		for _, alg := range algorithms {
+			all = append(all, l.WithAlgorithm(alg))
+		}
+	}
+	ids := []string{"ip:192.0.2.1", "ip:192.0.2.2", "user:42"}
+	for step := range 8000 {
+		if rng.IntN(3) == 0 {
+			advance(time.Duration(rng.Int64N(int64(400 * time.Millisecond))))
+		}
+		id := ids[rng.IntN(len(ids))]
+		n := 1 + rng.IntN(3)
+		var checks []core.Check
+		for i := range 1 + rng.IntN(2) {
+			l := all[rng.IntN(len(all))]
+			checks = append(checks, core.Check{Key: fmt.Sprintf("tw:r%d-%v:{%s}", i, l, id), Limit: l})
+		}
+		if len(checks) == 2 && checks[0].Key == checks[1].Key {
+			checks = checks[:1]
+		}
+		want, err1 := mem.AllowAllN(ctx, checks, n)
+		got, err2 := mini.AllowAllN(ctx, checks, n)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("step %d: errors %v / %v", step, err1, err2)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("step %d, %v n=%d: miniredis %+v, memory %+v", step, checks[i].Limit, n, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestConformanceSlidingLogMembers checks that units a sliding log admits
+// in one instant stay distinct members of its sorted set: a log that
+// collapsed them would admit more than its rate.
+func TestConformanceSlidingLogMembers(t *testing.T) {
+	clock := &fakeClock{now: start}
+	mini, _ := fakeRedis(t, clock)
+	server := redistest.StartServer(t).Client(t)
+	for name, c := range map[string]*redis.Client{"miniredis": mini, "redis-server": server} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := redisStores(c)(t)
+			limit := core.PerHour(10).WithAlgorithm(core.SlidingWindowLog)
+			key := uniqueKey(t, "instant")
+			for _, n := range []int{4, 6} {
+				if res, err := s.AllowAllN(ctx, []core.Check{{Key: key, Limit: limit}}, n); err != nil || !res[0].Allowed {
+					t.Fatalf("cost %d: %+v, %v", n, res, err)
+				}
+			}
+			if got, err := c.ZCard(ctx, key).Result(); err != nil || got != 10 {
+				t.Fatalf("ZCARD = %d, %v; want 10 distinct members", got, err)
+			}
+			if res, err := s.AllowAllN(ctx, []core.Check{{Key: key, Limit: limit}}, 1); err != nil || res[0].Allowed {
+				t.Fatalf("11th unit: %+v, %v", res, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,127 @@
+package storetest_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/storetest"
+)
+
+// storeFunc is a Store made of its AllowAllN.
+type storeFunc func(ctx context.Context, checks []core.Check, n int) ([]core.Result, error)
+
+func (f storeFunc) AllowAllN(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+	return f(ctx, checks, n)
+}
+
+// brokenStore is a store broken on purpose, over a MemoryStore, and the
+// case of the suite that must catch it.
+type brokenStore struct {
+	name, caughtBy string
+	wrap           func(inner core.Store) storeFunc
+}
+
+var brokenStores = []brokenStore{
+	{"spends-on-deny", "AllOrNothing", func(inner core.Store) storeFunc {
+		// decides each check on its own: the checks that fit are spent
+		// even when another denies
+		return func(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+			out := make([]core.Result, len(checks))
+			for i, c := range checks {
+				res, err := inner.AllowAllN(ctx, []core.Check{c}, n)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = res[0]
+			}
+			if slices.ContainsFunc(out, func(r core.Result) bool { return !r.Allowed }) {
+				for i := range out {
+					out[i].Allowed, out[i].RetryAfter = false, max(out[i].RetryAfter, 0)
+				}
+			}
+			return out, nil
+		}
+	}},
+	{"spends-above-capacity", "Cost", func(inner core.Store) storeFunc {
+		// takes what it can of a cost above capacity before saying never
+		return func(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+			for _, c := range checks {
+				if n > c.Limit.Capacity() {
+					_, _ = inner.AllowAllN(ctx, []core.Check{c}, c.Limit.Capacity())
+				}
+			}
+			return inner.AllowAllN(ctx, checks, n)
+		}
+	}},
+	{"reverses-results", "AllOrNothing", func(inner core.Store) storeFunc {
+		return func(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+			res, err := inner.AllowAllN(ctx, checks, n)
+			slices.Reverse(res)
+			return res, err
+		}
+	}},
+	{"unwraps-errors", "InvalidInput", func(inner core.Store) storeFunc {
+		return func(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+			res, err := inner.AllowAllN(ctx, checks, n)
+			if err != nil {
+				return nil, errors.New(err.Error())
+			}
+			return res, nil
+		}
+	}},
+	{"retries-a-microsecond-late", "BurstThenDeny", func(inner core.Store) storeFunc {
+		return func(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+			res, err := inner.AllowAllN(ctx, checks, n)
+			for i := range res {
+				if res[i].RetryAfter > 0 {
+					res[i].RetryAfter += time.Microsecond
+				}
+			}
+			return res, err
+		}
+	}},
+}
+
+const brokenEnv = "STORETEST_BROKEN_STORE"
+
+// TestSuiteCatchesBrokenStores runs the suite on each broken store, in a
+// child process (the suite fails the test it is given), and requires it
+// to fail in the case that checks what the store breaks.
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	for _, b := range brokenStores {
+		t.Run(b.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStore$", "-test.count=1")
+			cmd.Env = append(os.Environ(), brokenEnv+"="+b.name)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) {
+				t.Fatalf("the suite did not fail on a store that %s (err %v):\n%s", b.name, err, out)
+			}
+			if want := "--- FAIL: TestBrokenStore/" + b.caughtBy + " "; !strings.Contains(string(out), want) {
+				t.Fatalf("the suite failed, but not in %s:\n%s", b.caughtBy, out)
+			}
+		})
+	}
+}
+
+// TestBrokenStore runs the suite on the broken store its parent names.
+func TestBrokenStore(t *testing.T) {
+	name := os.Getenv(brokenEnv)
+	if name == "" {
+		t.Skip("runs only as the child of TestSuiteCatchesBrokenStores")
+	}
+	i := slices.IndexFunc(brokenStores, func(b brokenStore) bool { return b.name == name })
+	if i < 0 {
+		t.Fatalf("no broken store %q", name)
+	}
+	c := &clock{now: time.Date(2026, 3, 14, 15, 9, 26, 535_897_000, time.UTC)}
+	inner := memoryStores(core.WithClock(c.Now))
+	storetest.Run(t, func(t *testing.T) core.Store { return brokenStores[i].wrap(inner(t)) }, storetest.WithAdvance(c.Advance))
+}

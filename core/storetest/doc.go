@@ -1,0 +1,83 @@
+// Package storetest is the conformance suite of [core.Store]: what every
+// store promises about [core.Store.AllowAllN], written once and run on
+// every store. A store written elsewhere, over another client or another
+// database, proves itself with one line in its tests:
+//
+//	func TestStore(t *testing.T) {
+//		storetest.Run(t, newStore)
+//	}
+//
+// where newStore returns a fresh store for each case. core runs it on
+// [core.MemoryStore], on [core.RedisStore] over miniredis, a real Redis
+// (with and without [core.WithBatching]) and a real Redis Cluster, and on
+// [core.LeasingStore].
+//
+// # Time
+//
+// A store whose clock the test controls passes [WithAdvance] with a
+// function that steps that clock; a store that reads time.Now in this
+// process can run under [testing/synctest] instead, with [WithSynctest].
+// The suite then checks every duration to the microsecond and runs the
+// cases that step time. A store on a real server's clock passes neither:
+// durations are checked within the time the case has run, and the cases
+// that step time are skipped. No case sleeps on the wall clock.
+//
+// # Cases
+//
+// Each case runs on a store of its own, with keys of its own; those marked
+// "each algorithm" run once for each of GCRA, fixed window, sliding window
+// log and sliding window counter. Every call of every case is also checked
+// for the promises that hold whatever came before: one result per check,
+// in the order of the checks and each for its check's limit; all allowed
+// or none; Remaining within [0, capacity]; RetryAfter 0 when allowed, -1
+// ([core.Result.Never]) for a cost above a limit's capacity and otherwise
+// never negative, with at least one result of a denial saying how long to
+// wait; ResetAfter never negative, and positive after units were spent.
+//
+//   - BurstThenDeny (each algorithm): a fresh key of 4 spent one unit at a
+//     time, then asked for more: Remaining, RetryAfter and ResetAfter of
+//     each result are what the algorithm computes; a cost of 5 is never
+//     allowed; another identity's key is untouched.
+//   - Cost: costs above 1, the whole capacity at once, costs that do not
+//     fit and costs above capacity: a denied call spends nothing.
+//   - AllOrNothing (each algorithm): two limits of one identity in one
+//     call, one of another algorithm: spent together or not at all,
+//     whether the denying check comes first or last, or denies a cost
+//     above its capacity; a limit with room reports RetryAfter 0.
+//   - Order: six checks in one call, then in reverse order: each result is
+//     its own check's, among limits that differ and among keys of one
+//     limit with different units left.
+//   - LimitLowered (each algorithm): a key spent under a limit of 100,
+//     then asked under one of 10, as after a configuration change: denied
+//     with nothing remaining, never an error.
+//   - Concurrent (each algorithm): 80 calls from 16 goroutines at a key of
+//     40: exactly 40 admitted, each leaving a different Remaining.
+//   - ConcurrentAllOrNothing (each algorithm): 64 calls of two limits from
+//     16 goroutines: the tight limit admits exactly its 20, and the loose
+//     one is spent by exactly those.
+//   - InvalidInput: invalid rates, periods, bursts and algorithms, costs
+//     below 1, empty keys, and no checks at all are errors wrapping
+//     [core.ErrInvalidLimit], [core.ErrInvalidCost] or
+//     [core.ErrInvalidIdentity], and spend nothing, not even the valid
+//     checks of the call.
+//   - RetryAfter (each algorithm, steps time): a microsecond before a
+//     denial's RetryAfter the unit is still denied, at it the unit passes;
+//     after two quiet periods the whole capacity is back.
+//   - ResetAfter (each algorithm, steps time): a microsecond before an
+//     allowed result's ResetAfter the whole capacity is still denied, at
+//     it the whole capacity passes.
+//   - Recovery (each algorithm, steps time): GCRA regains one unit per
+//     interval; a fixed window starts afresh at its edge, letting twice
+//     the rate through across it; a sliding log gives each unit back one
+//     period after it was admitted; a sliding counter weighs the previous
+//     window by how much of it the period still covers.
+//
+// # Leasing stores
+//
+// A store that takes units ahead of demand and spends them locally, as
+// [core.LeasingStore] does, passes [WithLeasing]: the suite then allows the
+// differences such a store documents in the fields of its results (see
+// WithLeasing), and checks everything else as for an exact store. Its
+// documented overshoot arises only across replicas and over time; the
+// suite runs one store at a time, which must not overshoot at all.
+package storetest
