@@ -342,8 +342,14 @@ func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, lead
 	}
 	if err != nil {
 		l.denied.release(leads)
-		if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
 			return fmt.Errorf("ratekit: %w", ctx.Err())
+		case keyError(err):
+			// Redis answered: it is up, and decides every other key
+			l.report(err)
+			l.brk.succeeded()
+			return fmt.Errorf("%w: %w", ErrKeyRejected, err)
 		}
 		l.failed(err)
 		return l.fallback(ctx, c, err)

@@ -92,6 +92,13 @@ func (l *Limiter) fallback(ctx context.Context, c *groupCall, cause error) error
 	for i := range res {
 		c.results[i] = res[i]
 		c.results[i].Degraded = true
+		if res[i].Never() && c.n <= c.checks[i].Limit.Capacity() {
+			// the cost fits the global limit, only not this replica's
+			// share of it: it may pass once the store is back
+			retry := l.brk.retryAfter(l.mono())
+			c.results[i].RetryAfter = retry
+			c.results[i].ResetAfter = max(c.results[i].ResetAfter, retry)
+		}
 	}
 	return nil
 }

@@ -162,7 +162,11 @@ func (l *Limiter) report(err error) {
 		return
 	}
 	if ok, suppressed := l.errLog.take(l.mono()); ok {
-		l.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratekit: store call failed",
+		msg := "ratekit: store call failed"
+		if outOfMemory(err) {
+			msg = "ratekit: store call failed: " + oomHint
+		}
+		l.logger.LogAttrs(context.Background(), slog.LevelWarn, msg,
 			slog.Any("error", err),
 			slog.String("policy", l.policy.String()),
 			slog.String("breaker", l.brk.current().String()),

@@ -136,11 +136,7 @@ func (s *LeasingStore) allowOne(ctx context.Context, key string, limit Limit, n 
 		// no lease may be taken for it
 		return s.innerOne(ctx, key, limit, n)
 	}
-	lk := leaseKey{key, limit}
-	l, ok := s.leases.GetIfPresent(lk)
-	if !ok {
-		l, _ = s.leases.ComputeIfAbsent(lk, func() (*lease, bool) { return &lease{}, false })
-	}
+	l := s.leaseOf(key, limit)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := s.now()
@@ -225,6 +221,16 @@ func (s *LeasingStore) AllowAllN(ctx context.Context, checks []Check, n int) ([]
 		return nil, err
 	}
 	return []Result{res}, nil
+}
+
+// leaseOf returns the lease state of key under limit, made if absent.
+func (s *LeasingStore) leaseOf(key string, limit Limit) *lease {
+	lk := leaseKey{key, limit}
+	l, ok := s.leases.GetIfPresent(lk)
+	if !ok {
+		l, _ = s.leases.ComputeIfAbsent(lk, func() (*lease, bool) { return &lease{}, false })
+	}
+	return l
 }
 
 // innerOne asks the inner store for n units of one key.

@@ -31,9 +31,10 @@ type MemoryStore struct {
 
 // memState is the state of one key, as the scripts keep it in Redis.
 type memState struct {
-	expires int64   // µs of the store's clock; the state is absent from then on
-	a, b, c int64   // gcra: a = TAT; fixed: a = window, b = count; counter: a = window, b = current, c = previous
-	log     []int64 // sliding log: admitted units' times in µs, oldest first
+	alg     Algorithm // the algorithm that wrote the state, as a Redis key's type tells
+	expires int64     // µs of the store's clock; the state is absent from then on
+	a, b, c int64     // gcra: a = TAT; fixed: a = window, b = count; counter: a = window, b = current, c = previous
+	log     []int64   // sliding log: admitted units' times in µs, oldest first
 
 	// horizon is when the cache drops the entry, in µs of the store's
 	// clock: expires when the entry was stored, later after an update that
@@ -140,10 +141,12 @@ func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
 	for i := range checks {
 		var st memState
 		p, ok := s.cache.GetIfPresent(checks[i].Key)
-		if ok && p.expires > now {
+		if ok && p.expires > now && p.alg == checks[i].Limit.Algorithm {
 			st = *p
 		} else {
-			ok = false // expired: absent, though its entry may be reused
+			// expired, or written by another algorithm (the rule's
+			// changed), which the scripts take for absent too
+			ok = false
 		}
 		cur[i] = p
 		decisions[i] = decide(checks[i].Limit, st, ok, now, int64(n))
@@ -151,6 +154,7 @@ func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
 	}
 	for i := range checks {
 		d := &decisions[i]
+		d.state.alg, d.trim.alg = checks[i].Limit.Algorithm, checks[i].Limit.Algorithm
 		if all {
 			s.store(checks[i].Key, cur[i], d.state)
 			results[i] = result(checks[i].Limit, true, d.remainingAfter, 0, d.resetAft)
@@ -335,8 +339,10 @@ func decideLog(rate, period int64, st memState, now, n int64) memDecision {
 		d.ok = true
 		d.remainingAfter = rate - c - n
 		d.resetAft = period
-		grown := make([]int64, c, c+n)
-		copy(grown, log)
+		// appended in place, past the stored state's length, which no one
+		// else reads under the stripe lock: nothing is copied until the
+		// array is full, so a call costs the same whatever the rate
+		grown := log
 		for range n {
 			grown = append(grown, now)
 		}

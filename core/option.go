@@ -314,7 +314,11 @@ func WithTimeout(d time.Duration) Option {
 // rate and burst are divided, rounding up, so the fleet stays near its
 // global limit during an outage when traffic is spread evenly. A limit the
 // division would make invalid stays whole. The results of local decisions
-// carry the divided limit. 1 (no division) by default.
+// carry the divided limit. A request whose cost fits the limit but not one
+// replica's share of it is denied with a RetryAfter until the breaker's
+// next probe (at least a second), never as a cost that no wait can help
+// ([Result.Never]): it passes once the store decides again. 1 (no
+// division) by default.
 func WithReplicas(n int) Option {
 	return func(c *config) error {
 		l, err := c.limiter("WithReplicas")

@@ -23,6 +23,7 @@ package fiberlimit
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -189,8 +190,16 @@ func (r request) Query(name string) string  { return r.c.Query(name) }
 
 // RemoteAddr returns the socket peer's address: never c.IP(), which reads
 // Fiber's ProxyHeader from anyone when it is configured; keyfuncs.IP reads
-// forwarding headers only from trusted proxies.
-func (r request) RemoteAddr() string { return r.c.Context().RemoteIP().String() }
+// forwarding headers only from trusted proxies. A peer on a Unix socket has
+// no address (fasthttp would report 0.0.0.0, one identity for every
+// client): RemoteAddr is then "", which keyfuncs.IP finds no identity in,
+// as under net/http.
+func (r request) RemoteAddr() string {
+	if a, ok := r.c.Context().RemoteAddr().(*net.TCPAddr); ok {
+		return a.String()
+	}
+	return ""
+}
 
 func (r request) HeaderValues(name string) []string {
 	vals := r.c.Request().Header.PeekAll(name)

@@ -233,7 +233,7 @@ func TestRequestView(t *testing.T) {
 	if _, err := app.Test(r, -1); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := fmt.Sprint(got), "[GET /items/7 /items/:id a [1 2] true x 0.0.0.0]"; got != want {
+	if got, want := fmt.Sprint(got), "[GET /items/7 /items/:id a [1 2] true x 0.0.0.0:0]"; got != want {
 		t.Errorf("view %s, want %s", got, want)
 	}
 }

@@ -13,7 +13,12 @@
 
 local function fixed_check(key, now, rate, period, burst, n)
   local w = math.floor(now / period)
-  local stored = redis.call('HMGET', key, 'w', 'c')
+  -- a key of another type (the rule's algorithm changed) counts as absent
+  local stored = redis.pcall('HMGET', key, 'w', 'c')
+  if stored.err then
+    redis.call('DEL', key)
+    stored = {}
+  end
   local c = 0
   if tonumber(stored[1]) == w then c = tonumber(stored[2]) or 0 end
   local window_end = (w + 1) * period

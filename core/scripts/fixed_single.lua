@@ -19,7 +19,12 @@ local n = ARGV[1]
 n = n and n + 0 or 1
 local key = KEYS[1]
 local w = math.floor(now / period)
-local stored = redis.call('HMGET', key, 'w', 'c')
+-- a key of another type (the rule's algorithm changed) counts as absent
+local stored = redis.pcall('HMGET', key, 'w', 'c')
+if stored.err then
+  redis.call('DEL', key)
+  stored = {}
+end
 local c = 0
 if tonumber(stored[1]) == w then c = tonumber(stored[2]) or 0 end
 local window_end = (w + 1) * period

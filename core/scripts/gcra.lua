@@ -12,7 +12,10 @@
 local function gcra_check(key, now, rate, period, burst, n)
   local interval = math.ceil(period / rate)
   local tolerance = interval * burst
-  local v = redis.call('GET', key)
+  -- a key of another type (the rule's algorithm changed) counts as absent:
+  -- SET replaces it
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' then v = false end
   local tat = v and tonumber(v) or now
   if tat < now then tat = now end
   local s = {

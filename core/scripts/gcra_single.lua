@@ -23,7 +23,10 @@ local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 local n = ARGV[1]
 n = n and n + 0 or 1
-local v = redis.call('GET', KEYS[1])
+-- a key of another type (the rule's algorithm changed) counts as absent:
+-- SET below replaces it
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' then v = false end
 local tat = v and tonumber(v) or now
 if tat < now then tat = now end
 local new_tat = tat + n * interval

@@ -2,8 +2,10 @@
 -- count weighted by how much of it the sliding period still covers:
 --   estimate = previous * (period - elapsed) / period + current
 --
--- KEYS (one per sliding-counter limit): a hash {w = current window id,
---   c = units in window w, p = units in window w-1}.
+-- KEYS (one per sliding-counter limit): a hash {sw = current window id,
+--   sc = units in window sw, sp = units in window sw-1}. The fields are not
+--   the fixed window's (w, c), so that a key written under one algorithm
+--   reads as absent under the other when a rule's algorithm changes.
 -- ARGV (per limit, passed on by decide.lua): rate, period in µs, burst
 --   (unused).
 -- Reply (per limit, written by decide.lua): allowed (0/1), remaining units
@@ -15,7 +17,13 @@
 
 local function slidingcounter_check(key, now, rate, period, burst, n)
   local w = math.floor(now / period)
-  local stored = redis.call('HMGET', key, 'w', 'c', 'p')
+  -- a key of another type (the rule's algorithm changed) counts as absent,
+  -- and so does a fixed window's hash, whose fields are other
+  local stored = redis.pcall('HMGET', key, 'sw', 'sc', 'sp')
+  if stored.err then
+    redis.call('DEL', key)
+    stored = {}
+  end
   local sw = tonumber(stored[1])
   local c, p = 0, 0
   if sw == w then
@@ -53,6 +61,6 @@ local function slidingcounter_check(key, now, rate, period, burst, n)
 end
 
 local function slidingcounter_commit(key, now, s)
-  redis.call('HSET', key, 'w', string.format('%d', s.w), 'c', s.c, 'p', s.p)
+  redis.call('HSET', key, 'sw', string.format('%d', s.w), 'sc', s.c, 'sp', s.p)
   redis.call('PEXPIRE', key, math.ceil((s.expire_at - now) / 1000) + 1)
 end

@@ -18,7 +18,12 @@ local function slidinglog_reset(key, now, period)
 end
 
 local function slidinglog_check(key, now, rate, period, burst, n)
-  local trimmed = redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
+  -- a key of another type (the rule's algorithm changed) counts as absent
+  local trimmed = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
+  if type(trimmed) == 'table' then
+    redis.call('DEL', key)
+    trimmed = 0
+  end
   local c = redis.call('ZCARD', key)
   if trimmed > 0 and c > 0 then
     redis.call('PEXPIRE', key, math.ceil(period / 1000) + 1)
