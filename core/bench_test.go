@@ -115,11 +115,10 @@ func BenchmarkStore(b *testing.B) {
 			// a limit no call reaches, so the allowing path is measured;
 			// the sliding log keeps a member per unit, so it gets one few
 			// calls reach, and denied/op shows when a hot key runs into it
-			rate := core.MaxRate
+			limit := core.PerSecond(1_000_000).WithAlgorithm(alg) // one unit per µs, GCRA's finest
 			if alg == core.SlidingWindowLog {
-				rate = 100_000
+				limit = core.PerSecond(core.MaxLogRate).WithAlgorithm(alg)
 			}
-			limit := core.PerSecond(rate).WithAlgorithm(alg)
 			for _, ks := range keySets {
 				for _, g := range benchGoroutines {
 					b.Run(fmt.Sprintf("%s/%s/%s/g=%d", st.name, alg, ks.name, g), func(b *testing.B) {

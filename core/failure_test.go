@@ -200,7 +200,7 @@ func checkDeadline(t *testing.T, w *stallWatch, o outcome, deadline time.Duratio
 
 // ampleRules returns one rule that never limits, on an identity of its own.
 func ampleRules(i int) []core.Rule {
-	return []core.Rule{rule("default", core.PerSecond(core.MaxRate), fmt.Sprintf("user:%d", i))}
+	return []core.Rule{rule("default", core.PerHour(core.MaxRate), fmt.Sprintf("user:%d", i))}
 }
 
 // TestKillRedisUnderTraffic kills Redis (SIGKILL) in the middle of
@@ -281,7 +281,7 @@ func TestPauseRedis(t *testing.T) {
 		t.Run(kind.name, func(t *testing.T) {
 			srv := redistest.StartServer(t)
 			l := newLimiter(t, core.MustRedisStore(srv.Client(t, kind.opts...)), core.WithTimeout(trafficTimeout))
-			r := rule("default", core.PerSecond(core.MaxRate), "user:1")
+			r := rule("default", core.PerHour(core.MaxRate), "user:1")
 			warmUp(t, l, 16, ampleRules)
 			srv.Pause(t)
 			paused := true
@@ -355,7 +355,7 @@ func TestRestartRedis(t *testing.T) {
 	srv.Restart(t)
 	up := time.Now()
 	restarted.Store(true)
-	r := rule("default", core.PerSecond(core.MaxRate), "user:probe")
+	r := rule("default", core.PerHour(core.MaxRate), "user:probe")
 	var back time.Duration
 	waitFor(t, 5*time.Second, func() bool {
 		d, err := check(t, l, r)

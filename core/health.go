@@ -83,7 +83,7 @@ func (l *Limiter) probeOnce() error {
 
 // probeLimit is the limit of the probe's key: it never denies, and its key
 // expires a millisecond after the probe.
-var probeLimit = Limit{Rate: MaxRate, Period: time.Second, Burst: MaxRate}
+var probeLimit = Limit{Rate: 1_000_000, Period: time.Second, Burst: 1_000_000}
 
 // probeKey returns the probe's storage key: the prefix and a hash tag,
 // where every rule's key has a rule name, which is never empty, before ":{".

@@ -103,7 +103,7 @@ func TestLeaseSize(t *testing.T) {
 		{def, core.PerMinute(1000), 15},
 		{def, core.PerSecond(127), 1},
 		{def, core.PerSecond(10).WithBurst(640), 10},
-		{def, core.PerSecond(core.MaxRate), 1024},
+		{def, core.PerSecond(1_000_000), 1024},
 		{set, core.PerSecond(6400), 16},
 		{set, core.PerSecond(10), 10},
 	} {

@@ -64,12 +64,25 @@ const MaxPeriod = 366 * 24 * time.Hour
 // MaxRate is the largest rate and burst a [Limit] may have.
 const MaxRate = 1 << 30
 
+// MaxLogRate is the largest rate of a [SlidingWindowLog] limit, whose state
+// is one sorted-set member per unit: at most about 600 KB a key, and a
+// trim of a whole window stays well under a millisecond of Redis time.
+const MaxLogRate = 10_000
+
+// MaxLogCost is the largest cost one call may spend under a
+// [SlidingWindowLog] limit: Redis adds one member per unit, about 1.8 µs
+// each (measured on redis-server 7.0, calls of 400 units took 0.7 ms), so
+// that a call stays under a millisecond of Redis time. A larger cost is an
+// error wrapping [ErrInvalidCost]; a cost above the limit's rate is denied
+// as never allowable, as for every algorithm.
+const MaxLogCost = 400
+
 // Limit is a rate limit: Rate units per Period, enforced by Algorithm. Burst
 // is the GCRA bucket's capacity: how many units may pass at once after a quiet
 // spell; the window algorithms ignore it and their capacity is Rate.
 //
-// A Limit is a plain value; build one with [PerSecond], [PerMinute],
-// [PerHour] or [NewLimit] and refine it with [Limit.WithBurst] and
+// A Limit is a plain value; build one with [PerSecond], [PerMinute] or
+// [PerHour], or as a literal, and refine it with [Limit.WithBurst] and
 // [Limit.WithAlgorithm]. Invalid limits are rejected by [Limit.Validate],
 // which every constructor of a rule, store call and limiter runs.
 type Limit struct {
@@ -104,9 +117,12 @@ func (l Limit) Capacity() int {
 }
 
 // Validate returns nil if l can be enforced, or an error wrapping
-// [ErrInvalidLimit] that says what is wrong: a rate below 1, a period not
-// above zero or longer than [MaxPeriod], a burst below 1 (GCRA), or an
-// unknown algorithm. Periods are kept to the millisecond.
+// [ErrInvalidLimit] that names the limit and says what is wrong: a rate
+// below 1, a period not above zero or longer than [MaxPeriod], a burst
+// below 1 (GCRA), a GCRA limit that would space units less than a
+// microsecond apart (the scripts count in microseconds, and would slow it
+// down), a sliding log faster than [MaxLogRate], or an unknown algorithm.
+// Periods are kept to the millisecond.
 func (l Limit) Validate() error {
 	switch {
 	case l.Algorithm >= numAlgorithms:
@@ -119,8 +135,12 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: period %v is not a whole number of milliseconds", ErrInvalidLimit, l.Period)
 	case l.Algorithm == GCRA && (l.Burst < 1 || l.Burst > MaxRate):
 		return fmt.Errorf("%w: burst %d out of range [1, %d]", ErrInvalidLimit, l.Burst, MaxRate)
+	case l.Algorithm == GCRA && l.Period.Microseconds() < int64(l.Rate):
+		return fmt.Errorf("%w: %v spaces units less than 1µs apart, which the scripts cannot count (at most %d per %v)", ErrInvalidLimit, l, l.Period.Microseconds(), l.Period)
 	case l.Algorithm == GCRA && l.interval()*int64(l.Burst) > maxCredit:
 		return fmt.Errorf("%w: burst %d holds more than %v of credit", ErrInvalidLimit, l.Burst, time.Duration(maxCredit)*time.Microsecond)
+	case l.Algorithm == SlidingWindowLog && l.Rate > MaxLogRate:
+		return fmt.Errorf("%w: %v keeps more than %d units in its log (use SlidingWindowCounter for higher rates)", ErrInvalidLimit, l, MaxLogRate)
 	}
 	return nil
 }

@@ -10,9 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/ratekit/ratekit/core"
 )
@@ -152,70 +151,88 @@ func TestFailurePolicies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.policy.String(), func(t *testing.T) {
 			for _, mode := range []int32{modeFail, modeStall} {
-				store := newFakeStore(t, mode)
-				l := newLimiter(t, store, core.WithFailurePolicy(tt.policy), core.WithTimeout(20*time.Millisecond))
-				d, err := check(t, l, rule("a", limit, "user:1"), rule("b", limit.WithAlgorithm(core.FixedWindow), "user:1"))
-				if gotErr := err != nil; gotErr != tt.wantErr {
-					t.Fatalf("mode %d: err %v, want error %v", mode, err, tt.wantErr)
-				}
-				if tt.wantErr {
-					if !errors.Is(err, core.ErrUnavailable) {
-						t.Errorf("mode %d: err %v does not wrap ErrUnavailable", mode, err)
+				synctest.Test(t, func(t *testing.T) { // modeStall waits for the deadline
+					store := newFakeStore(t, mode)
+					l := newLimiter(t, store, core.WithFailurePolicy(tt.policy), core.WithTimeout(20*time.Millisecond))
+					d, err := check(t, l, rule("a", limit, "user:1"), rule("b", limit.WithAlgorithm(core.FixedWindow), "user:1"))
+					if gotErr := err != nil; gotErr != tt.wantErr {
+						t.Fatalf("mode %d: err %v, want error %v", mode, err, tt.wantErr)
 					}
-					wantCause := error(errDown)
-					if mode == modeStall {
-						wantCause = context.DeadlineExceeded
+					if tt.wantErr {
+						if !errors.Is(err, core.ErrUnavailable) {
+							t.Errorf("mode %d: err %v does not wrap ErrUnavailable", mode, err)
+						}
+						wantCause := error(errDown)
+						if mode == modeStall {
+							wantCause = context.DeadlineExceeded
+						}
+						if !errors.Is(err, wantCause) {
+							t.Errorf("mode %d: err %v does not wrap the store's error %v", mode, err, wantCause)
+						}
 					}
-					if !errors.Is(err, wantCause) {
-						t.Errorf("mode %d: err %v does not wrap the store's error %v", mode, err, wantCause)
+					if d.Allowed != tt.wantAllowed {
+						t.Errorf("mode %d: Allowed %v, want %v", mode, d.Allowed, tt.wantAllowed)
 					}
-				}
-				if d.Allowed != tt.wantAllowed {
-					t.Errorf("mode %d: Allowed %v, want %v", mode, d.Allowed, tt.wantAllowed)
-				}
-				if len(d.Results) != 2 || !d.Degraded() {
-					t.Fatalf("mode %d: results %+v, want 2, degraded", mode, d.Results)
-				}
-				for _, r := range d.Results {
-					if !r.Degraded || r.Allowed != tt.wantAllowed {
-						t.Errorf("mode %d: result %+v, want degraded, allowed %v", mode, r, tt.wantAllowed)
+					if len(d.Results) != 2 || !d.Degraded() {
+						t.Fatalf("mode %d: results %+v, want 2, degraded", mode, d.Results)
 					}
-					if !tt.wantAllowed && r.RetryAfter < time.Second {
-						t.Errorf("mode %d: fail-closed RetryAfter %v, want at least 1s", mode, r.RetryAfter)
+					for _, r := range d.Results {
+						if !r.Degraded || r.Allowed != tt.wantAllowed {
+							t.Errorf("mode %d: result %+v, want degraded, allowed %v", mode, r, tt.wantAllowed)
+						}
+						if !tt.wantAllowed && r.RetryAfter < time.Second {
+							t.Errorf("mode %d: fail-closed RetryAfter %v, want at least 1s", mode, r.RetryAfter)
+						}
 					}
-				}
+				})
 			}
 		})
 	}
 }
 
 func TestFailClosedWhileBreakerOpen(t *testing.T) {
-	store := newFakeStore(t, modeFail)
-	l := newLimiter(t, store, core.WithFailurePolicy(core.FailClosed), core.WithBreaker(core.BreakerConfig{Failures: 2, Backoff: time.Minute, MaxBackoff: time.Minute}))
-	r := rule("a", core.PerMinute(10), "user:1")
-	for range 2 {
-		check(t, l, r)
-	}
-	if got := l.BreakerState(); got != core.BreakerOpen {
-		t.Fatalf("breaker %v after 2 failures, want open", got)
-	}
-	before := store.requests.Load()
-	d, err := check(t, l, r)
-	if got := store.requests.Load(); got != before {
-		t.Errorf("%d store calls while the breaker is open, want none", got-before)
-	}
-	for _, target := range []error{core.ErrUnavailable, core.ErrBreakerOpen, errDown} {
-		if !errors.Is(err, target) {
-			t.Errorf("err %v does not wrap %v", err, target)
+	synctest.Test(t, func(t *testing.T) {
+		store := newFakeStore(t, modeFail)
+		l := newLimiter(t, store, core.WithFailurePolicy(core.FailClosed), core.WithBreaker(core.BreakerConfig{Failures: 2, Backoff: time.Minute, MaxBackoff: time.Minute}))
+		r := rule("a", core.PerMinute(10), "user:1")
+		for range 2 {
+			check(t, l, r)
 		}
-	}
-	if d.Allowed || len(d.Results) != 1 || !d.Results[0].Degraded {
-		t.Fatalf("decision %+v, want one degraded denial", d)
-	}
-	// the next probe is about a minute away: so is Retry-After
-	if got := d.Results[0].RetryAfter; got < 20*time.Second || got > time.Minute+time.Second {
-		t.Errorf("RetryAfter %v, want the time until the next probe (30s to 1m)", got)
-	}
+		if got := l.BreakerState(); got != core.BreakerOpen {
+			t.Fatalf("breaker %v after 2 failures, want open", got)
+		}
+		synctest.Wait() // the prober has drawn its wait
+		before := store.requests.Load()
+		d, err := check(t, l, r)
+		if got := store.requests.Load(); got != before {
+			t.Errorf("%d store calls while the breaker is open, want none", got-before)
+		}
+		for _, target := range []error{core.ErrUnavailable, core.ErrBreakerOpen, errDown} {
+			if !errors.Is(err, target) {
+				t.Errorf("err %v does not wrap %v", err, target)
+			}
+		}
+		if d.Allowed || len(d.Results) != 1 || !d.Results[0].Degraded {
+			t.Fatalf("decision %+v, want one degraded denial", d)
+		}
+		// Retry-After is the time until the next probe: at least a second,
+		// at most MaxBackoff, and the probe comes exactly then
+		retry := d.Results[0].RetryAfter
+		if retry < time.Second || retry > time.Minute {
+			t.Fatalf("RetryAfter %v, want the time until the next probe (1s to 1m)", retry)
+		}
+		probes := store.probes.Load()
+		time.Sleep(retry - time.Nanosecond)
+		synctest.Wait()
+		if got := store.probes.Load(); got != probes {
+			t.Errorf("%d probes before the RetryAfter of %v was over, want none", got-probes, retry)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if got := store.probes.Load(); got != probes+1 {
+			t.Errorf("%d probes at the end of the RetryAfter of %v, want 1", got-probes, retry)
+		}
+	})
 }
 
 func TestFailLocalEnforcesLimit(t *testing.T) {
@@ -256,52 +273,85 @@ func TestFailLocalEnforcesLimit(t *testing.T) {
 }
 
 func TestDeadlineAgainstHangingStore(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	const timeout = 30 * time.Millisecond
-	store := newFakeStore(t, modeHang)
-	l, err := core.NewLimiter(store, core.WithTimeout(timeout), core.WithBreaker(core.BreakerConfig{Failures: 1000, Backoff: 0, MaxBackoff: 0}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rule("a", core.PerMinute(10), "user:1")
-	for range 3 {
-		start := time.Now()
-		d, err := check(t, l, r)
-		if took := time.Since(start); took > timeout+deadlineMargin {
-			t.Errorf("Check took %v against a store that never answers, want at most %v", took, timeout+deadlineMargin)
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 30 * time.Millisecond
+		store := newFakeStore(t, modeHang)
+		l := newLimiter(t, store, core.WithTimeout(timeout), core.WithBreaker(core.BreakerConfig{Failures: 1000, Backoff: 0, MaxBackoff: 0}))
+		t.Cleanup(store.unblock) // before Close, should the test stop early
+		r := rule("a", core.PerMinute(10), "user:1")
+		type answer struct {
+			d    core.Decision
+			err  error
+			took time.Duration
 		}
-		if err != nil || !d.Allowed || !d.Degraded() {
-			t.Errorf("decision %+v, %v: want allowed locally", d, err)
+		for range 3 {
+			// Check runs apart, so that a Check that misses its deadline
+			// fails the test rather than hangs it
+			done := make(chan answer, 1)
+			go func() {
+				start := time.Now()
+				d, err := check(t, l, r)
+				done <- answer{d, err, time.Since(start)}
+			}()
+			time.Sleep(timeout)
+			synctest.Wait()
+			var a answer
+			select {
+			case a = <-done:
+			default:
+				t.Fatalf("Check still waiting at its deadline of %v, against a store that never answers", timeout)
+			}
+			if a.took != timeout {
+				t.Errorf("Check took %v against a store that never answers, want the deadline %v", a.took, timeout)
+			}
+			if a.err != nil || !a.d.Allowed || !a.d.Degraded() {
+				t.Errorf("decision %+v, %v: want allowed locally", a.d, a.err)
+			}
 		}
-	}
-	// Close waits for the abandoned calls, which end when the client gives up
-	closed := make(chan struct{})
-	go func() { l.Close(); close(closed) }()
-	select {
-	case <-closed:
-		t.Fatal("Close returned while store calls were still running")
-	case <-time.After(50 * time.Millisecond):
-	}
-	store.unblock()
-	<-closed
+		if got := store.inflight.Load(); got != 3 {
+			t.Fatalf("%d store calls running after 3 deadlines, want the 3 abandoned ones", got)
+		}
+		// Close waits for the abandoned calls, which end when the client gives up
+		closed := make(chan struct{})
+		go func() { l.Close(); close(closed) }()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("Close returned while store calls were still running")
+		default:
+		}
+		store.unblock()
+		<-closed
+		if got := store.inflight.Load(); got != 0 {
+			t.Errorf("%d store calls still running after Close, want 0", got)
+		}
+	})
 }
 
 func TestCallerContextEnds(t *testing.T) {
-	store := newFakeStore(t, modeStall)
-	l := newLimiter(t, store, core.WithBreaker(core.BreakerConfig{Failures: 1, Backoff: 0, MaxBackoff: 0}))
-	ctx, cancel := context.WithCancel(requestCtx())
-	cancel()
-	if _, err := l.Check(ctx, staticRequest{ctx}, []core.Rule{rule("a", core.PerMinute(10), "user:1")}); !errors.Is(err, context.Canceled) {
-		t.Errorf("err %v, want one wrapping context.Canceled", err)
-	}
-	ctx, cancel = context.WithCancel(requestCtx())
-	time.AfterFunc(5*time.Millisecond, cancel)
-	if _, err := l.Check(ctx, staticRequest{ctx}, []core.Rule{rule("a", core.PerMinute(10), "user:1")}); !errors.Is(err, context.Canceled) {
-		t.Errorf("err %v, want one wrapping context.Canceled", err)
-	}
-	if got := l.BreakerState(); got != core.BreakerClosed {
-		t.Errorf("breaker %v after callers gave up, want closed: giving up is no store failure", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		store := newFakeStore(t, modeStall)
+		l := newLimiter(t, store, core.WithBreaker(core.BreakerConfig{Failures: 1, Backoff: 0, MaxBackoff: 0}))
+		ctx, cancel := context.WithCancel(requestCtx())
+		cancel()
+		if _, err := l.Check(ctx, staticRequest{ctx}, []core.Rule{rule("a", core.PerMinute(10), "user:1")}); !errors.Is(err, context.Canceled) {
+			t.Errorf("err %v, want one wrapping context.Canceled", err)
+		}
+		// the caller gives up within the store's deadline: Check returns then
+		const giveUp = 5 * time.Millisecond
+		ctx, cancel = context.WithCancel(requestCtx())
+		time.AfterFunc(giveUp, cancel)
+		start := time.Now()
+		if _, err := l.Check(ctx, staticRequest{ctx}, []core.Rule{rule("a", core.PerMinute(10), "user:1")}); !errors.Is(err, context.Canceled) {
+			t.Errorf("err %v, want one wrapping context.Canceled", err)
+		}
+		if took := time.Since(start); took != giveUp {
+			t.Errorf("Check took %v, want %v, when the caller gave up", took, giveUp)
+		}
+		if got := l.BreakerState(); got != core.BreakerClosed {
+			t.Errorf("breaker %v after callers gave up, want closed: giving up is no store failure", got)
+		}
+	})
 }
 
 func TestStorePanicIsAFailure(t *testing.T) {
@@ -318,90 +368,131 @@ func TestStorePanicIsAFailure(t *testing.T) {
 }
 
 func TestBreakerOpensAndRecovers(t *testing.T) {
-	store := newFakeStore(t, modeFail)
-	var (
-		mu      sync.Mutex
-		changes []string
-		errs    atomic.Int64
-	)
-	l := newLimiter(t, store,
-		core.WithBreaker(core.BreakerConfig{Failures: 3, Backoff: 10 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}),
-		core.OnError(func(error) { errs.Add(1) }),
-		core.OnBreakerChange(func(from, to core.BreakerState) {
-			mu.Lock()
-			changes = append(changes, from.String()+">"+to.String())
-			mu.Unlock()
-		}))
-	r := rule("a", core.PerMinute(1000), "user:1")
-	for i := range 3 {
+	synctest.Test(t, func(t *testing.T) {
+		const maxBackoff = 40 * time.Millisecond // no wait for a probe is longer
+		store := newFakeStore(t, modeFail)
+		var (
+			mu      sync.Mutex
+			changes []string
+			errs    atomic.Int64
+		)
+		l := newLimiter(t, store,
+			core.WithBreaker(core.BreakerConfig{Failures: 3, Backoff: 10 * time.Millisecond, MaxBackoff: maxBackoff}),
+			core.OnError(func(error) { errs.Add(1) }),
+			core.OnBreakerChange(func(from, to core.BreakerState) {
+				mu.Lock()
+				changes = append(changes, from.String()+">"+to.String())
+				mu.Unlock()
+			}))
+		r := rule("a", core.PerMinute(1000), "user:1")
+		for i := range 3 {
+			if got := l.BreakerState(); got != core.BreakerClosed {
+				t.Fatalf("breaker %v after %d failures, want closed", got, i)
+			}
+			check(t, l, r)
+		}
+		if got := l.BreakerState(); got == core.BreakerClosed {
+			t.Fatal("breaker closed after 3 consecutive failures, want open")
+		}
+		before := store.requests.Load()
+		for range 100 {
+			d, err := check(t, l, r)
+			if err != nil || !d.Degraded() {
+				t.Fatalf("decision %+v, %v while open: want local", d, err)
+			}
+		}
+		if got := store.requests.Load() - before; got != 0 {
+			t.Errorf("%d request calls reached the store while the breaker was open, want 0", got)
+		}
+		// probes fail for a while: two at least, within two waits
+		time.Sleep(2 * maxBackoff)
+		synctest.Wait()
+		failedProbes := store.probes.Load()
+		if failedProbes < 2 {
+			t.Fatalf("%d probes within %v of waits of at most %v, want at least 2", failedProbes, 2*maxBackoff, maxBackoff)
+		}
+		if got := l.BreakerState(); got != core.BreakerOpen {
+			t.Fatalf("breaker %v between failed probes, want open", got)
+		}
+		// then the store is back: the next probe, within a wait, closes the
+		// breaker
+		store.mode.Store(modeOK)
+		time.Sleep(maxBackoff)
+		synctest.Wait()
 		if got := l.BreakerState(); got != core.BreakerClosed {
-			t.Fatalf("breaker %v after %d failures, want closed", got, i)
+			t.Fatalf("breaker %v %v after the store came back, want closed", got, maxBackoff)
 		}
-		check(t, l, r)
-	}
-	if got := l.BreakerState(); got == core.BreakerClosed {
-		t.Fatal("breaker closed after 3 consecutive failures, want open")
-	}
-	before := store.requests.Load()
-	for range 100 {
+		if got := store.probes.Load(); got != failedProbes+1 {
+			t.Errorf("%d probes after the store came back, want 1", got-failedProbes)
+		}
 		d, err := check(t, l, r)
-		if err != nil || !d.Degraded() {
-			t.Fatalf("decision %+v, %v while open: want local", d, err)
+		if err != nil || d.Degraded() {
+			t.Fatalf("decision %+v, %v after recovery: want one from the store", d, err)
 		}
-	}
-	if got := store.requests.Load() - before; got != 0 {
-		t.Errorf("%d request calls reached the store while the breaker was open, want 0", got)
-	}
-	// probes fail for a while, then the store is back
-	waitFor(t, time.Second, func() bool { return store.probes.Load() >= 2 })
-	store.mode.Store(modeOK)
-	waitFor(t, time.Second, func() bool { return l.BreakerState() == core.BreakerClosed })
-	d, err := check(t, l, r)
-	if err != nil || d.Degraded() {
-		t.Fatalf("decision %+v, %v after recovery: want one from the store", d, err)
-	}
-	if got := store.requests.Load() - before; got != 1 {
-		t.Errorf("%d request calls after recovery, want 1", got)
-	}
-	if got := errs.Load(); got < 4 {
-		t.Errorf("OnError called %d times, want the 3 failures and at least one failed probe", got)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	want := []string{"closed>open", "open>half-open", "half-open>open"}
-	if len(changes) < 5 || !slices.Equal(changes[:3], want) || !slices.Equal(changes[len(changes)-2:], []string{"open>half-open", "half-open>closed"}) {
-		t.Errorf("breaker changes %v, want %v ... open>half-open half-open>closed", changes, want)
-	}
+		if got := store.requests.Load() - before; got != 1 {
+			t.Errorf("%d request calls after recovery, want 1", got)
+		}
+		if got, want := errs.Load(), 3+failedProbes; got != want {
+			t.Errorf("OnError called %d times, want %d: the 3 failures and the %d failed probes", got, want, failedProbes)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := []string{"closed>open"}
+		for range failedProbes {
+			want = append(want, "open>half-open", "half-open>open")
+		}
+		want = append(want, "open>half-open", "half-open>closed")
+		if !slices.Equal(changes, want) {
+			t.Errorf("breaker changes %v, want %v", changes, want)
+		}
+	})
 }
 
 func TestBreakerProbesOneAtATime(t *testing.T) {
-	store := newFakeStore(t, modeFail)
-	l := newLimiter(t, store, core.WithBreaker(core.BreakerConfig{Failures: 1, Backoff: 2 * time.Millisecond, MaxBackoff: 4 * time.Millisecond}))
-	r := rule("a", core.PerMinute(1000), "user:1")
-	check(t, l, r)
-	waitFor(t, time.Second, func() bool { return l.BreakerState() != core.BreakerClosed })
-	waitFor(t, time.Second, func() bool { return store.inflight.Load() == 0 }) // the request's own call has ended
-	store.maxInflight.Store(0)
-	before := store.requests.Load()
-	stop := time.Now().Add(300 * time.Millisecond)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for time.Now().Before(stop) {
-				check(t, l, r)
-			}
-		})
-	}
-	wg.Wait()
-	if got := store.maxInflight.Load(); got != 1 {
-		t.Errorf("%d store calls at once while open, want 1 (one probe at a time)", got)
-	}
-	if got := store.probes.Load(); got < 10 {
-		t.Errorf("%d probes in 300ms with waits of at most 4ms, want more", got)
-	}
-	if got := store.requests.Load() - before; got != 0 {
-		t.Errorf("%d request calls reached the store while open, want 0", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			timeout    = 5 * time.Millisecond
+			maxBackoff = 4 * time.Millisecond
+			rounds     = 100 // of 16 requests, 3ms apart
+		)
+		// every call stalls until its deadline, so that two probes at once
+		// would overlap in time whatever the order goroutines run in
+		store := newFakeStore(t, modeStall)
+		l := newLimiter(t, store, core.WithTimeout(timeout), core.WithBreaker(core.BreakerConfig{Failures: 1, Backoff: 2 * time.Millisecond, MaxBackoff: maxBackoff}))
+		r := rule("a", core.PerMinute(1000), "user:1")
+		check(t, l, r)
+		synctest.Wait() // the request's own call has ended
+		if got := l.BreakerState(); got == core.BreakerClosed {
+			t.Fatalf("breaker %v after a failure, want open", got)
+		}
+		if got := store.inflight.Load(); got != 0 {
+			t.Fatalf("%d store calls running before any probe, want 0", got)
+		}
+		store.maxInflight.Store(0)
+		before, probes := store.requests.Load(), store.probes.Load()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				for range rounds {
+					check(t, l, r)
+					time.Sleep(3 * time.Millisecond)
+				}
+			})
+		}
+		wg.Wait()
+		span := time.Since(start)
+		if got := store.maxInflight.Load(); got != 1 {
+			t.Errorf("%d store calls at once while open, want 1 (one probe at a time)", got)
+		}
+		// each probe comes at most maxBackoff after the last one's deadline
+		if got, want := store.probes.Load()-probes, int64(span/(maxBackoff+timeout)); got < want {
+			t.Errorf("%d probes in %v with waits of at most %v and a deadline of %v, want at least %d", got, span, maxBackoff, timeout, want)
+		}
+		if got := store.requests.Load() - before; got != 0 {
+			t.Errorf("%d request calls reached the store while open, want 0", got)
+		}
+	})
 }
 
 func TestLoggerIsRateLimited(t *testing.T) {
@@ -430,55 +521,91 @@ func TestLoggerIsRateLimited(t *testing.T) {
 }
 
 func TestLoggerBreakerChanges(t *testing.T) {
-	var buf syncBuffer
-	logger := slog.New(slog.NewTextHandler(&buf, nil))
-	store := newFakeStore(t, modeFail)
-	l := newLimiter(t, store, core.WithLogger(logger), core.WithBreaker(core.BreakerConfig{Failures: 1, Backoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}))
-	check(t, l, rule("a", core.PerMinute(10), "user:1"))
-	store.mode.Store(modeOK)
-	waitFor(t, time.Second, func() bool { return l.BreakerState() == core.BreakerClosed })
-	out := buf.String()
-	for _, want := range []string{"level=WARN msg=\"ratekit: circuit breaker open", "level=WARN msg=\"ratekit: circuit breaker closed"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("log lacks %q:\n%s", want, out)
+	synctest.Test(t, func(t *testing.T) {
+		const maxBackoff = 2 * time.Millisecond
+		var buf syncBuffer
+		logger := slog.New(slog.NewTextHandler(&buf, nil))
+		store := newFakeStore(t, modeFail)
+		l := newLimiter(t, store, core.WithLogger(logger), core.WithBreaker(core.BreakerConfig{Failures: 1, Backoff: time.Millisecond, MaxBackoff: maxBackoff}))
+		check(t, l, rule("a", core.PerMinute(10), "user:1"))
+		store.mode.Store(modeOK)
+		time.Sleep(maxBackoff) // the first probe closes the breaker
+		synctest.Wait()
+		if got := l.BreakerState(); got != core.BreakerClosed {
+			t.Fatalf("breaker %v %v after the store came back, want closed", got, maxBackoff)
 		}
-	}
+		out := buf.String()
+		for _, want := range []string{"level=WARN msg=\"ratekit: circuit breaker open", "level=WARN msg=\"ratekit: circuit breaker closed"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("log lacks %q:\n%s", want, out)
+			}
+		}
+	})
 }
 
 func TestSilentByDefault(t *testing.T) {
-	var buf syncBuffer
-	old := slog.Default()
-	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
-	defer slog.SetDefault(old)
-	store := newFakeStore(t, modeFail)
-	l := newLimiter(t, store, core.WithBreaker(core.BreakerConfig{Failures: 1, Backoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}))
-	check(t, l, rule("a", core.PerMinute(10), "user:1"))
-	store.mode.Store(modeOK)
-	waitFor(t, time.Second, func() bool { return l.BreakerState() == core.BreakerClosed })
-	if buf.Len() != 0 {
-		t.Errorf("a Limiter without WithLogger logged:\n%s", buf.String())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const maxBackoff = 2 * time.Millisecond
+		var buf syncBuffer
+		old := slog.Default()
+		slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+		defer slog.SetDefault(old)
+		store := newFakeStore(t, modeFail)
+		l := newLimiter(t, store, core.WithBreaker(core.BreakerConfig{Failures: 1, Backoff: time.Millisecond, MaxBackoff: maxBackoff}))
+		check(t, l, rule("a", core.PerMinute(10), "user:1"))
+		store.mode.Store(modeOK)
+		time.Sleep(maxBackoff) // the first probe closes the breaker
+		synctest.Wait()
+		if got := l.BreakerState(); got != core.BreakerClosed {
+			t.Fatalf("breaker %v %v after the store came back, want closed", got, maxBackoff)
+		}
+		if buf.Len() != 0 {
+			t.Errorf("a Limiter without WithLogger logged:\n%s", buf.String())
+		}
+	})
 }
 
+// TestCloseLeavesNoGoroutines runs in a bubble, which fails the test unless
+// every goroutine started in it has exited by the end: the Limiter's prober
+// and its abandoned store calls included.
 func TestCloseLeavesNoGoroutines(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	store := newFakeStore(t, modeHang)
-	l, err := core.NewLimiter(store, core.WithTimeout(5*time.Millisecond), core.WithBreaker(core.BreakerConfig{Failures: 2, Backoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rule("a", core.PerMinute(10), "user:1")
-	for range 3 {
-		check(t, l, r)
-	}
-	waitFor(t, time.Second, func() bool { return store.probes.Load() >= 2 })
-	store.unblock()
-	l.Close()
-	l.Close() // idempotent
-	// a closed Limiter still decides
-	if d, err := check(t, l, r); err != nil || len(d.Results) != 1 {
-		t.Errorf("Check after Close: %+v, %v", d, err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			timeout    = 5 * time.Millisecond
+			maxBackoff = 2 * time.Millisecond
+		)
+		store := newFakeStore(t, modeHang)
+		l, err := core.NewLimiter(store, core.WithTimeout(timeout), core.WithBreaker(core.BreakerConfig{Failures: 2, Backoff: time.Millisecond, MaxBackoff: maxBackoff}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rule("a", core.PerMinute(10), "user:1")
+		for range 3 {
+			check(t, l, r)
+		}
+		// two probes start within two waits and a deadline
+		time.Sleep(2*maxBackoff + timeout)
+		synctest.Wait()
+		if got := store.probes.Load(); got < 2 {
+			t.Fatalf("%d probes, want at least 2", got)
+		}
+		store.unblock()
+		// with no store call left to wait for, Close returns at once; should
+		// it not, the bubble reports the goroutines it waits for
+		closed := make(chan struct{})
+		go func() { l.Close(); close(closed) }()
+		synctest.Wait()
+		select {
+		case <-closed:
+		default:
+			t.Fatal("Close has not returned, with no store call left to wait for")
+		}
+		l.Close() // idempotent
+		// a closed Limiter still decides
+		if d, err := check(t, l, r); err != nil || len(d.Results) != 1 {
+			t.Errorf("Check after Close: %+v, %v", d, err)
+		}
+	})
 }
 
 func TestCheckResultsInRuleOrder(t *testing.T) {
@@ -551,8 +678,14 @@ func TestFailurePolicyString(t *testing.T) {
 	}
 }
 
-// deadlineMargin is how much later than its deadline a decision may
-// return: generous, since CI machines are shared and run with -race.
+// The tests of this file that wait for a deadline or for the breaker run
+// in synctest bubbles, on a fake clock, and assert those waits exactly.
+// Only the tests against real redis-server processes (failure_test.go)
+// wait on the wall clock, with deadlineMargin and waitFor.
+
+// deadlineMargin is how much later than its deadline a decision against a
+// real Redis may return: generous, since CI machines are shared and run
+// with -race.
 const deadlineMargin = 200 * time.Millisecond
 
 // waitFor polls cond until it holds, failing the test after limit.

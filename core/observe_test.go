@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -189,41 +191,50 @@ func TestObserverEvents(t *testing.T) {
 }
 
 func TestObserverStoreErrorsAndBreaker(t *testing.T) {
-	store := newFakeStore(t, modeFail)
-	rec := &recorder{}
-	l := newLimiter(t, store, core.WithObserver(rec), core.WithBreaker(core.BreakerConfig{Failures: 2, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}))
-	r := rule("default", core.PerMinute(100), "user:1")
-	for range 2 {
-		d, err := check(t, l, r)
-		if err != nil || !d.Allowed || !d.Degraded() {
-			t.Fatalf("want a degraded local decision, got %+v, %v", d, err)
-		}
-	}
-	store.mode.Store(modeOK)
-	waitFor(t, 5*time.Second, func() bool { return l.BreakerState() == core.BreakerClosed })
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	failed := 0
-	for _, err := range rec.calls {
-		if err != nil {
-			failed++
-			if !errors.Is(err, errDown) || core.ErrorKind(err) != core.ErrorKindOther {
-				t.Errorf("store error %v of kind %q", err, core.ErrorKind(err))
+	synctest.Test(t, func(t *testing.T) {
+		const maxBackoff = 5 * time.Millisecond
+		store := newFakeStore(t, modeFail)
+		rec := &recorder{}
+		l := newLimiter(t, store, core.WithObserver(rec), core.WithBreaker(core.BreakerConfig{Failures: 2, Backoff: time.Millisecond, MaxBackoff: maxBackoff}))
+		r := rule("default", core.PerMinute(100), "user:1")
+		for range 2 {
+			d, err := check(t, l, r)
+			if err != nil || !d.Allowed || !d.Degraded() {
+				t.Fatalf("want a degraded local decision, got %+v, %v", d, err)
 			}
 		}
-	}
-	if failed < 2 {
-		t.Errorf("%d failed calls observed, want at least the 2 requests'", failed)
-	}
-	if n := len(rec.breakers); n < 3 || rec.breakers[0] != [2]core.BreakerState{core.BreakerClosed, core.BreakerOpen} ||
-		rec.breakers[n-1] != [2]core.BreakerState{core.BreakerHalfOpen, core.BreakerClosed} {
-		t.Errorf("breaker changes %v", rec.breakers)
-	}
-	for _, e := range rec.events {
-		if !e.Degraded || e.Verdict() != core.VerdictAllowed {
-			t.Errorf("event %+v, want degraded and allowed", e)
+		store.mode.Store(modeOK)
+		time.Sleep(maxBackoff) // the first probe closes the breaker
+		synctest.Wait()
+		if got := l.BreakerState(); got != core.BreakerClosed {
+			t.Fatalf("breaker %v %v after the store came back, want closed", got, maxBackoff)
 		}
-	}
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		failed := 0
+		for _, err := range rec.calls {
+			if err != nil {
+				failed++
+				if !errors.Is(err, errDown) || core.ErrorKind(err) != core.ErrorKindOther {
+					t.Errorf("store error %v of kind %q", err, core.ErrorKind(err))
+				}
+			}
+		}
+		// the two requests failed; the probe, made once the store was back,
+		// did not
+		if len(rec.calls) != 3 || failed != 2 {
+			t.Errorf("%d store calls observed, %d failed; want 3, of which the 2 requests' failed", len(rec.calls), failed)
+		}
+		want := [][2]core.BreakerState{{core.BreakerClosed, core.BreakerOpen}, {core.BreakerOpen, core.BreakerHalfOpen}, {core.BreakerHalfOpen, core.BreakerClosed}}
+		if !slices.Equal(rec.breakers, want) {
+			t.Errorf("breaker changes %v, want %v", rec.breakers, want)
+		}
+		for _, e := range rec.events {
+			if !e.Degraded || e.Verdict() != core.VerdictAllowed {
+				t.Errorf("event %+v, want degraded and allowed", e)
+			}
+		}
+	})
 }
 
 func TestErrorKind(t *testing.T) {

@@ -79,8 +79,12 @@ func validate(checks []Check, n int) error {
 		if checks[i].Key == "" {
 			return fmt.Errorf("%w: empty storage key", ErrInvalidIdentity)
 		}
-		if err := checks[i].Limit.Validate(); err != nil {
+		lim := checks[i].Limit
+		if err := lim.Validate(); err != nil {
 			return err
+		}
+		if lim.Algorithm == SlidingWindowLog && n > MaxLogCost && n <= lim.Rate {
+			return fmt.Errorf("%w: %d units in one call of %v (at most %d)", ErrInvalidCost, n, lim, MaxLogCost)
 		}
 	}
 	return nil

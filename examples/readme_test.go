@@ -3,6 +3,7 @@ package examples_test
 import (
 	"bufio"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -62,9 +63,19 @@ var readmeSnippet = regexp.MustCompile("(?s)<!-- snippet:(\\S+) -->\n```go\n(.*?
 
 // TestREADMESnippets checks that every snippet that README.md marks with
 // <!-- snippet:<name> --> is, verbatim, the compiled snippet of that name,
-// and that every compiled snippet is in README.md.
+// and that every compiled snippet (of every snippets*_test.go) is in
+// README.md.
 func TestREADMESnippets(t *testing.T) {
-	compiled := snippets(t, "snippets_test.go")
+	compiled := map[string]string{}
+	files, _ := filepath.Glob("snippets*_test.go") // the pattern is valid
+	for _, file := range files {
+		for name, text := range snippets(t, file) {
+			if _, dup := compiled[name]; dup {
+				t.Fatalf("%s: snippet %s is also in another snippets file", file, name)
+			}
+			compiled[name] = text
+		}
+	}
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -75,16 +86,16 @@ func TestREADMESnippets(t *testing.T) {
 		seen[name] = true
 		want, ok := compiled[name]
 		if !ok {
-			t.Errorf("README.md: snippet %s is not in snippets_test.go", name)
+			t.Errorf("README.md: snippet %s is in no snippets*_test.go", name)
 			continue
 		}
 		if text != want {
-			t.Errorf("README.md: snippet %s differs from snippets_test.go:\n--- README.md\n%s\n--- snippets_test.go\n%s", name, text, want)
+			t.Errorf("README.md: snippet %s differs from snippets*_test.go:\n--- README.md\n%s\n--- snippets*_test.go\n%s", name, text, want)
 		}
 	}
 	for name := range compiled {
 		if !seen[name] {
-			t.Errorf("snippet %s of snippets_test.go is not in README.md", name)
+			t.Errorf("snippet %s of snippets*_test.go is not in README.md", name)
 		}
 	}
 	for _, want := range []string{"go run ./examples/demo", "go test ./...", "redis-server"} {

@@ -350,7 +350,7 @@ func TestStoreErrorsByKind(t *testing.T) {
 	l := newLimiter(t, s, core.WithObserver(c), core.WithBreaker(core.BreakerConfig{Failures: 1000}), core.WithTimeout(20*time.Millisecond))
 	api := rule("api", core.PerMinute(100), "user:1")
 	for _, err := range []error{
-		redisError("ERR something"),
+		redisError("LOADING Redis is loading the dataset in memory"),
 		redisError("BUSY script"),
 		&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")},
 		errors.New("out of luck"),

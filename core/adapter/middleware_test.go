@@ -302,7 +302,7 @@ func TestNewInvalid(t *testing.T) {
 
 func TestMiddlewareHandleAllocs(t *testing.T) {
 	l, clock := adaptertest.NewLimiter(t)
-	rules := []core.Rule{{Name: "default", Limit: core.PerSecond(1 << 20), Key: adaptertest.ClientKey()}}
+	rules := []core.Rule{{Name: "default", Limit: core.PerSecond(1_000_000), Key: adaptertest.ClientKey()}}
 	m, err := adapter.New(l, rules, adapter.Config{})
 	if err != nil {
 		t.Fatal(err)

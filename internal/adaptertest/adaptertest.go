@@ -162,7 +162,7 @@ func BenchLimiter(tb testing.TB) (*core.Limiter, []core.Rule) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { store.Close() })
-	return NewLimiterOver(tb, store), []core.Rule{{Name: "default", Limit: core.PerSecond(1 << 29), Key: ClientKey()}}
+	return NewLimiterOver(tb, store), []core.Rule{{Name: "default", Limit: core.PerHour(core.MaxRate), Key: ClientKey()}}
 }
 
 // ResponseWriter is a reusable http.ResponseWriter for benchmarks: Reset

@@ -13,11 +13,15 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/gin-gonic/gin"
 	"github.com/gofiber/fiber/v2"
+	fiber3 "github.com/gofiber/fiber/v3"
 	"github.com/labstack/echo/v4"
+	echo5 "github.com/labstack/echo/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/echo5limit"
 	"github.com/ratekit/ratekit/echolimit"
+	"github.com/ratekit/ratekit/fiber3limit"
 	"github.com/ratekit/ratekit/fiberlimit"
 	"github.com/ratekit/ratekit/ginlimit"
 	"github.com/ratekit/ratekit/internal/adaptertest"
@@ -64,6 +68,21 @@ func httpReplica(name string, h http.Handler) replica {
 	}}
 }
 
+// testReplica is the replica of a Fiber app, served by test: its app.Test.
+func testReplica(name string, test func(*http.Request) (*http.Response, error)) replica {
+	return replica{name, func(t *testing.T, method, path, client string) (int, string) {
+		r := httptest.NewRequest(method, path, nil)
+		r.Header.Set(adaptertest.ClientHeader, client)
+		resp, err := test(r)
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining")
+	}}
+}
+
 func nethttpReplica(t *testing.T, addr string) replica {
 	l := newLimiter(t, addr)
 	global, login := fleetRules()
@@ -101,17 +120,29 @@ func fiberReplica(t *testing.T, addr string) replica {
 	app.Use(fiberlimit.MustNew(l, global))
 	app.Get("/", func(c *fiber.Ctx) error { return c.SendString("ok") })
 	app.Post("/login", fiberlimit.MustNew(l, login), func(*fiber.Ctx) error { return nil })
-	return replica{"fiber", func(t *testing.T, method, path, client string) (int, string) {
-		r := httptest.NewRequest(method, path, nil)
-		r.Header.Set(adaptertest.ClientHeader, client)
-		resp, err := app.Test(r, -1)
-		if err != nil {
-			t.Error(err)
-			return 0, ""
-		}
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining")
-	}}
+	return testReplica("fiber", func(r *http.Request) (*http.Response, error) { return app.Test(r, -1) })
+}
+
+func echo5Replica(t *testing.T, addr string) replica {
+	l := newLimiter(t, addr)
+	global, login := fleetRules()
+	e := echo5.New()
+	e.Use(echo5limit.MustNew(l, global))
+	e.GET("/", func(c *echo5.Context) error { return c.String(http.StatusOK, "ok") })
+	e.POST("/login", func(*echo5.Context) error { return nil }, echo5limit.MustNew(l, login))
+	return httpReplica("echo v5", e)
+}
+
+func fiber3Replica(t *testing.T, addr string) replica {
+	l := newLimiter(t, addr)
+	global, login := fleetRules()
+	app := fiber3.New()
+	app.Use(fiber3limit.MustNew(l, global))
+	app.Get("/", func(c fiber3.Ctx) error { return c.SendString("ok") })
+	app.Post("/login", fiber3limit.MustNew(l, login), func(fiber3.Ctx) error { return nil })
+	return testReplica("fiber v3", func(r *http.Request) (*http.Response, error) {
+		return app.Test(r, fiber3.TestConfig{}) // no timeout
+	})
 }
 
 func fleet(t *testing.T) ([]replica, *miniredis.Miniredis) {
@@ -122,11 +153,14 @@ func fleet(t *testing.T) ([]replica, *miniredis.Miniredis) {
 		ginReplica(t, mr.Addr()),
 		echoReplica(t, mr.Addr()),
 		fiberReplica(t, mr.Addr()),
+		echo5Replica(t, mr.Addr()),
+		fiber3Replica(t, mr.Addr()),
 	}, mr
 }
 
-// Requests of one client, interleaved over four replicas of four
-// frameworks sharing one Redis, spend one limit.
+// Requests of one client, interleaved over six replicas of six
+// frameworks (Echo and Fiber in two major versions each) sharing one
+// Redis, spend one limit.
 func TestFleetSharesOneLimit(t *testing.T) {
 	apps, mr := fleet(t)
 	for i := range 10 {
@@ -167,7 +201,7 @@ func TestFleetSharesOneLimit(t *testing.T) {
 	}
 }
 
-// The same, with the four replicas serving at once.
+// The same, with the six replicas serving at once.
 func TestFleetConcurrent(t *testing.T) {
 	apps, _ := fleet(t)
 	var allowed atomic.Int64

@@ -72,6 +72,9 @@ func ratekitContender(alg core.Algorithm, windowed, refills bool) contender {
 			if err != nil {
 				return nil, err
 			}
+			if alg == core.SlidingWindowLog {
+				limit = min(limit, core.MaxLogRate) // its cap: a member per unit
+			}
 			return storeDecider(ctx, store, core.PerMinute(limit).WithAlgorithm(alg))
 		},
 	}

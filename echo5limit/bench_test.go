@@ -1,0 +1,17 @@
+package echo5limit_test
+
+import (
+	"testing"
+
+	"github.com/ratekit/ratekit/echo5limit"
+	"github.com/ratekit/ratekit/internal/adaptertest"
+)
+
+func BenchmarkBare(b *testing.B) {
+	adaptertest.BenchmarkHTTP(b, newEcho(), false)
+}
+
+func BenchmarkLimited(b *testing.B) {
+	l, rules := adaptertest.BenchLimiter(b)
+	adaptertest.BenchmarkHTTP(b, newEcho(echo5limit.MustNew(l, rules)), true)
+}

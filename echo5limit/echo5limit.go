@@ -1,0 +1,140 @@
+// Package echo5limit rate-limits Echo v5 handlers
+// (github.com/labstack/echo/v5) with a [core.Limiter]. For Echo v4, use
+// package echolimit.
+//
+// [New] returns an echo.MiddlewareFunc, whose handlers take the
+// *echo.Context of v5: use it globally (e.Use), on a group
+// (e.Group(prefix, mw)) or on one route (e.POST("/login", h, mw)).
+// Middlewares stack, each with its own rules, and the response describes the
+// rules of all of them (see [adapter.Headers.SetHTTP]). A limited request is
+// answered 429 with Retry-After and the next handler is not called.
+//
+// Key functions get the socket peer (the request's RemoteAddr) as the
+// remote address, never c.RealIP(), which follows Echo's IPExtractor:
+// which forwarding headers to believe, and from which proxies, is for
+// keyfuncs.IP to decide (keyfuncs.TrustedProxies), the same way in every
+// framework.
+//
+// Per-route keys (keyfuncs.Route) read c.Path(), the matched pattern such
+// as "/users/:id", never the raw path with its IDs. Echo routes before the
+// middlewares added with e.Use run (not those added with e.Pre), so the
+// pattern is there in a global middleware too. The store sees
+// c.Request().Context(). Key and cost functions over the *echo.Context are
+// made with [Key] and [Cost].
+package echo5limit
+
+import (
+	"context"
+	"errors"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
+)
+
+// New returns middleware that checks each request against rules with l,
+// sets the rate-limit headers, and either calls the next handler or answers
+// 429 with Retry-After. It returns an error for invalid rules or options.
+func New(l *core.Limiter, rules []core.Rule, opts ...Option) (echo.MiddlewareFunc, error) {
+	m, h, err := adapter.Build("echo5limit", l, rules, opts)
+	if err != nil {
+		return nil, err
+	}
+	mw := &middleware{m: m, hooks: h}
+	return mw.wrap, nil
+}
+
+// MustNew is [New] for rules and options fixed at start-up: it panics if
+// they are invalid.
+func MustNew(l *core.Limiter, rules []core.Rule, opts ...Option) echo.MiddlewareFunc {
+	mw, err := New(l, rules, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}
+
+// middleware is one middleware made by New.
+type middleware struct {
+	m *adapter.Middleware
+	hooks
+}
+
+// wrap is the echo.MiddlewareFunc of mw. Echo v5 applies it when it builds
+// a chain (at e.Use, and when a route is added), never per request as
+// Echo v4 does: its closure costs no allocation per request.
+func (mw *middleware) wrap(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		if mw.skipper != nil && mw.skipper(c) {
+			return next(c)
+		}
+		// a *echo.Context is one pointer: the view costs no allocation
+		out := mw.m.Handle(request{c})
+		out.Headers.SetHTTP(c.Response().Header())
+		switch {
+		case out.Proceed():
+			return next(c)
+		case out.Limited() && mw.denied != nil:
+			return mw.denied(c, out.Decision)
+		case !out.Limited() && mw.onError != nil:
+			return mw.onError(c, out.Err)
+		}
+		return c.Blob(out.Status, adapter.ProblemContentType, out.Body)
+	}
+}
+
+var errNotEcho = errors.New("echo5limit: request not from an echo5limit middleware")
+
+// Context returns the *echo.Context of a request that an echo5limit
+// middleware handles, and false for any other request.
+func Context(r core.Request) (*echo.Context, bool) {
+	req, ok := r.(request)
+	return req.c, ok
+}
+
+// Key returns a key function over the *echo.Context, for identities that
+// only Echo knows, such as a value an earlier middleware put with c.Set:
+//
+//	echo5limit.Key(func(c *echo.Context) (string, error) {
+//		if id, _ := c.Get("tenant").(string); id != "" {
+//			return "tenant:" + id, nil
+//		}
+//		return "", core.ErrNoIdentity
+//	})
+//
+// Like every key function, fn returns an error wrapping [core.ErrNoIdentity]
+// when it finds no identity. Outside an echo5limit middleware the key
+// function fails with an error that does not.
+func Key(fn func(*echo.Context) (string, error)) core.KeyFunc {
+	return func(r core.Request) (string, error) {
+		if c, ok := Context(r); ok {
+			return fn(c)
+		}
+		return "", errNotEcho
+	}
+}
+
+// Cost returns a cost function over the *echo.Context. Outside an
+// echo5limit middleware it returns 0, which the Limiter rejects as an
+// invalid cost.
+func Cost(fn func(*echo.Context) int) func(core.Request) int {
+	return func(r core.Request) int {
+		if c, ok := Context(r); ok {
+			return fn(c)
+		}
+		return 0
+	}
+}
+
+// request is the core.Request view of an *echo.Context.
+type request struct{ c *echo.Context }
+
+func (r request) Context() context.Context          { return r.c.Request().Context() }
+func (r request) Method() string                    { return r.c.Request().Method }
+func (r request) Path() string                      { return r.c.Request().URL.Path }
+func (r request) Route() string                     { return r.c.Path() }
+func (r request) Header(name string) string         { return r.c.Request().Header.Get(name) }
+func (r request) HeaderValues(name string) []string { return r.c.Request().Header.Values(name) }
+func (r request) Query(name string) string          { return r.c.QueryParam(name) }
+func (r request) RemoteAddr() string                { return r.c.Request().RemoteAddr }

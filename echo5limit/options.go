@@ -1,0 +1,64 @@
+package echo5limit
+
+import (
+	"github.com/labstack/echo/v5"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
+)
+
+// Option configures a middleware. Options are sealed: only this package
+// makes them.
+type Option = adapter.Option[hooks]
+
+// hooks are what this package's own options set, in Echo v5's types.
+type hooks struct {
+	skipper func(*echo.Context) bool
+	denied  func(*echo.Context, core.Decision) error
+	onError func(*echo.Context, error) error
+}
+
+// WithSkipper makes the middleware pass requests for which skipper reports
+// true straight to the next handler, unlimited and without rate-limit
+// headers: health checks, say. An Echo v5 middleware.Skipper fits. By
+// default no request is skipped. To exempt requests from one rule only, set
+// that rule's Skip.
+func WithSkipper(skipper func(c *echo.Context) bool) Option {
+	return adapter.WithHook(skipper == nil, func(h *hooks) { h.skipper = skipper })
+}
+
+// WithDeniedHandler replaces the default answer to a limited request (429
+// with a problem+json body). When denied runs, the rate-limit headers and
+// Retry-After are already set; denied writes the answer, or returns an
+// error for Echo's HTTPErrorHandler, such as
+// echo.NewHTTPError(http.StatusTooManyRequests, "slow down").
+func WithDeniedHandler(denied func(c *echo.Context, d core.Decision) error) Option {
+	return adapter.WithHook(denied == nil, func(h *hooks) { h.denied = denied })
+}
+
+// WithErrorHandler replaces the default answer when no decision could be
+// made: err wraps [core.ErrUnavailable] when the store is unavailable and
+// the Limiter fails closed (Retry-After is already set; the default answer
+// is the fail-closed status), [core.ErrNoIdentity] when a rule found no
+// identity under [adapter.NoIdentity401] (default 401), and is a
+// misconfiguration otherwise (default 500). err's text is for logs: do not
+// send it to clients.
+func WithErrorHandler(onError func(c *echo.Context, err error) error) Option {
+	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+}
+
+// WithHeaders selects the rate-limit header fields: see [adapter.WithHeaders].
+func WithHeaders(style adapter.HeaderStyle) Option { return adapter.WithHeaders[hooks](style) }
+
+// WithIETFDraft selects the syntax of the IETF fields: see [adapter.WithIETFDraft].
+func WithIETFDraft(draft adapter.IETFDraft) Option { return adapter.WithIETFDraft[hooks](draft) }
+
+// WithFailClosedStatus sets the status of a fail-closed answer: see
+// [adapter.WithFailClosedStatus].
+func WithFailClosedStatus(status int) Option { return adapter.WithFailClosedStatus[hooks](status) }
+
+// WithNoIdentity says what to do when a rule finds no identity: see
+// [adapter.WithNoIdentity].
+func WithNoIdentity(policy adapter.NoIdentityPolicy) Option {
+	return adapter.WithNoIdentity[hooks](policy)
+}

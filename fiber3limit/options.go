@@ -1,0 +1,63 @@
+package fiber3limit
+
+import (
+	"github.com/gofiber/fiber/v3"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
+)
+
+// Option configures a middleware. Options are sealed: only this package
+// makes them.
+type Option = adapter.Option[hooks]
+
+// hooks are what this package's own options set, in Fiber v3's types.
+type hooks struct {
+	next    func(fiber.Ctx) bool
+	denied  func(fiber.Ctx, core.Decision) error
+	onError func(fiber.Ctx, error) error
+}
+
+// WithNext makes the middleware pass requests for which next reports true
+// straight to the next handler, unlimited and without rate-limit headers:
+// health checks, say. It is the Next field of Fiber's own middlewares. By
+// default no request is skipped. To exempt requests from one rule only, set
+// that rule's Skip.
+func WithNext(next func(c fiber.Ctx) bool) Option {
+	return adapter.WithHook(next == nil, func(h *hooks) { h.next = next })
+}
+
+// WithDeniedHandler replaces the default answer to a limited request (429
+// with a problem+json body). When denied runs, the rate-limit headers and
+// Retry-After are already set; denied writes the answer, or returns an
+// error for the app's ErrorHandler, such as fiber.ErrTooManyRequests.
+func WithDeniedHandler(denied func(c fiber.Ctx, d core.Decision) error) Option {
+	return adapter.WithHook(denied == nil, func(h *hooks) { h.denied = denied })
+}
+
+// WithErrorHandler replaces the default answer when no decision could be
+// made: err wraps [core.ErrUnavailable] when the store is unavailable and
+// the Limiter fails closed (Retry-After is already set; the default answer
+// is the fail-closed status), [core.ErrNoIdentity] when a rule found no
+// identity under [adapter.NoIdentity401] (default 401), and is a
+// misconfiguration otherwise (default 500). err's text is for logs: do not
+// send it to clients.
+func WithErrorHandler(onError func(c fiber.Ctx, err error) error) Option {
+	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+}
+
+// WithHeaders selects the rate-limit header fields: see [adapter.WithHeaders].
+func WithHeaders(style adapter.HeaderStyle) Option { return adapter.WithHeaders[hooks](style) }
+
+// WithIETFDraft selects the syntax of the IETF fields: see [adapter.WithIETFDraft].
+func WithIETFDraft(draft adapter.IETFDraft) Option { return adapter.WithIETFDraft[hooks](draft) }
+
+// WithFailClosedStatus sets the status of a fail-closed answer: see
+// [adapter.WithFailClosedStatus].
+func WithFailClosedStatus(status int) Option { return adapter.WithFailClosedStatus[hooks](status) }
+
+// WithNoIdentity says what to do when a rule finds no identity: see
+// [adapter.WithNoIdentity].
+func WithNoIdentity(policy adapter.NoIdentityPolicy) Option {
+	return adapter.WithNoIdentity[hooks](policy)
+}

@@ -1,0 +1,284 @@
+// Package grpclimit rate-limits gRPC servers (google.golang.org/grpc) with a
+// [core.Limiter]: [UnaryServerInterceptor] and [StreamServerInterceptor]
+// check each call against the same rules, key functions and Redis as the
+// HTTP adapters, so a gRPC server and HTTP servers that name their rules
+// alike share one limit.
+//
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(grpclimit.MustUnaryServerInterceptor(limiter, rules)),
+//		grpc.ChainStreamInterceptor(grpclimit.MustStreamServerInterceptor(limiter, rules)),
+//	)
+//
+// # What key functions see
+//
+// A call is the [core.Request] that rules read:
+//
+//   - RemoteAddr is the peer's address (peer.FromContext), so keyfuncs.IP
+//     limits the client's IP address. Forwarding metadata (x-forwarded-for,
+//     as a proxy such as Envoy adds it) is read only when the peer is one of
+//     keyfuncs.TrustedProxies, exactly as for HTTP.
+//   - Header and HeaderValues read the call's incoming metadata; names are
+//     case-insensitive, as metadata keys are lower case, so keyfuncs.APIKey
+//     reads x-api-key and keyfuncs.JWT reads authorization.
+//   - Path and Route are the full method name, "/pkg.Service/Method", so
+//     keyfuncs.Route limits each method apart and a rule's Skip can pick
+//     methods ([ExceptMethods]).
+//   - Method is "POST", the HTTP/2 method of every gRPC call; Query is
+//     always "".
+//   - Context is the call's context, and reaches the store with its
+//     deadline.
+//
+// # What a client sees
+//
+// The rate-limit fields go out as response header metadata, in lower case:
+// ratelimit-policy and ratelimit (the IETF fields), x-ratelimit-limit,
+// x-ratelimit-remaining and x-ratelimit-reset, chosen with [WithHeaders],
+// with the values described at [adapter.NewHeaders]; a denied call adds
+// retry-after, in whole seconds. They are sent once, with the call's
+// header: before the handler's own header (grpc.SendHeader) or first
+// message, or with the answer; to see those, the outermost interceptor of
+// this package gives the handler a grpc.ServerTransportStream (and a stream
+// handler a grpc.ServerStream) of its own, which forward to the call's. A
+// client reads
+// them with the grpc.Header call option or a stream's Header method, on
+// success and failure alike.
+//
+// A call that a rule denies fails with codes.ResourceExhausted and two
+// details: errdetails.RetryInfo, whose delay is how long the call must wait,
+// rounded up to the millisecond (absent when its cost exceeds a limit's
+// capacity, since no wait helps),
+// and errdetails.QuotaFailure, with one violation per denying rule, whose
+// subject is the rule's name. When the store is unavailable and the Limiter
+// fails closed, a call fails with codes.Unavailable and a RetryInfo; under
+// [adapter.NoIdentity401], a call without an identity fails with
+// codes.Unauthenticated; any other error (a misconfigured rule) fails it
+// with codes.Internal, whose message says nothing of the cause.
+// [WithDeniedHandler] and [WithErrorHandler] replace these answers.
+//
+// # Streams
+//
+// A stream is decided once, when it opens, before its first message: it
+// spends one unit (or its rule's Cost), whatever it carries afterwards, and
+// a denied stream fails before the handler runs. Key and cost functions see
+// the stream's metadata, never its messages.
+//
+// # Health checks, and per-method limits
+//
+// The standard health service, grpc.health.v1.Health, is never limited, so
+// that load balancers and orchestrators keep seeing a server that is busy
+// as alive; [WithSkip] exempts other calls, such as server reflection.
+//
+// gRPC interceptors apply to every method of a server, so give one
+// interceptor all the rules, and limit a method more by a rule of its own
+// that skips the others:
+//
+//	{Name: "login", Limit: core.PerMinute(5), Key: clientIP, Skip: grpclimit.ExceptMethods("/auth.Auth/Login")}
+//
+// The rules of one interceptor are decided together, all or nothing: a call
+// that one denies spends nothing from the others. Interceptors of this
+// package also stack (in grpc.ChainUnaryInterceptor, or applied to some
+// methods by a selector): each decides on its own, and the response
+// describes the rules of all of them, merged as [adapter.Headers.Set]
+// merges them.
+package grpclimit
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/core/adapter"
+)
+
+// HealthService is the full name of the standard gRPC health service,
+// grpc.health.v1.Health, whose methods are never limited.
+const HealthService = "grpc.health.v1.Health"
+
+// healthPrefix begins the full method name of each of its methods.
+const healthPrefix = "/" + HealthService + "/"
+
+// Option configures an interceptor. Options are sealed: only this package
+// makes them.
+type Option = adapter.Option[hooks]
+
+// hooks are what this package's own options set, in gRPC's terms.
+type hooks struct {
+	skip    func(ctx context.Context, fullMethod string) bool
+	denied  func(ctx context.Context, fullMethod string, d core.Decision) error
+	onError func(ctx context.Context, fullMethod string, err error) error
+}
+
+// WithSkip makes the interceptor pass calls for which skip reports true
+// straight to the handler, unlimited and without rate-limit metadata:
+// server reflection, say. fullMethod is "/pkg.Service/Method". The health
+// service is skipped whatever skip says. To exempt calls from one rule
+// only, set that rule's Skip.
+func WithSkip(skip func(ctx context.Context, fullMethod string) bool) Option {
+	return adapter.WithHook(skip == nil, func(h *hooks) { h.skip = skip })
+}
+
+// WithDeniedHandler replaces the default answer to a call that a rule
+// denies (codes.ResourceExhausted with RetryInfo and QuotaFailure). The
+// call fails with the error denied returns, which should be a status error
+// (status.Error, or status.New(...).WithDetails(...).Err()); if it returns
+// nil, the call fails with the default answer. The rate-limit metadata is
+// sent either way.
+func WithDeniedHandler(denied func(ctx context.Context, fullMethod string, d core.Decision) error) Option {
+	return adapter.WithHook(denied == nil, func(h *hooks) { h.denied = denied })
+}
+
+// WithErrorHandler replaces the default answer when no decision could be
+// made: err wraps [core.ErrUnavailable] when the store is unavailable and
+// the Limiter fails closed (default codes.Unavailable), [core.ErrNoIdentity]
+// when a rule found no identity under [adapter.NoIdentity401] (default
+// codes.Unauthenticated), and is a misconfiguration otherwise (default
+// codes.Internal). The call fails with the error onError returns, or with
+// the default answer if it returns nil. err's text is for logs: do not send
+// it to clients.
+func WithErrorHandler(onError func(ctx context.Context, fullMethod string, err error) error) Option {
+	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+}
+
+// WithHeaders selects the rate-limit metadata: see [adapter.WithHeaders].
+func WithHeaders(style adapter.HeaderStyle) Option { return adapter.WithHeaders[hooks](style) }
+
+// WithIETFDraft selects the syntax of the IETF fields: see [adapter.WithIETFDraft].
+func WithIETFDraft(draft adapter.IETFDraft) Option { return adapter.WithIETFDraft[hooks](draft) }
+
+// WithNoIdentity says what to do when a rule finds no identity: skip the
+// rule (the default) or fail the call with codes.Unauthenticated
+// ([adapter.NoIdentity401]). See [adapter.WithNoIdentity].
+func WithNoIdentity(policy adapter.NoIdentityPolicy) Option {
+	return adapter.WithNoIdentity[hooks](policy)
+}
+
+// ExceptMethods returns a [core.Rule] Skip function that skips every call
+// but those to the given methods, named in full ("/pkg.Service/Method"), so
+// that the rule limits those methods alone.
+func ExceptMethods(fullMethods ...string) func(core.Request) bool {
+	only := make(map[string]bool, len(fullMethods))
+	for _, m := range fullMethods {
+		only[m] = true
+	}
+	return func(r core.Request) bool { return !only[r.Route()] }
+}
+
+// UnaryServerInterceptor returns an interceptor that checks each unary call
+// against rules with l, sends the rate-limit metadata, and either calls the
+// handler or fails the call with codes.ResourceExhausted. The call's
+// context reaches the store. It returns an error for invalid rules or
+// options.
+func UnaryServerInterceptor(l *core.Limiter, rules []core.Rule, opts ...Option) (grpc.UnaryServerInterceptor, error) {
+	x, err := newInterceptor(l, rules, opts)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if x.skip(ctx, info.FullMethod) {
+			return handler(ctx, req)
+		}
+		ctx, p, owner := begin(ctx)
+		if owner {
+			defer p.flush()
+		}
+		if err := x.check(ctx, info.FullMethod, p); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}, nil
+}
+
+// StreamServerInterceptor returns an interceptor that checks each stream
+// against rules with l once, when it opens, sends the rate-limit metadata,
+// and either calls the handler or fails the stream with
+// codes.ResourceExhausted. The stream's context reaches the store. It
+// returns an error for invalid rules or options.
+func StreamServerInterceptor(l *core.Limiter, rules []core.Rule, opts ...Option) (grpc.StreamServerInterceptor, error) {
+	x, err := newInterceptor(l, rules, opts)
+	if err != nil {
+		return nil, err
+	}
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if x.skip(ss.Context(), info.FullMethod) {
+			return handler(srv, ss)
+		}
+		ctx, p, owner := begin(ss.Context())
+		if owner {
+			defer p.flush()
+			ss = &serverStream{ServerStream: ss, ctx: ctx, p: p}
+		}
+		if err := x.check(ctx, info.FullMethod, p); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}, nil
+}
+
+// MustUnaryServerInterceptor is [UnaryServerInterceptor] for rules and
+// options fixed at start-up: it panics if they are invalid.
+func MustUnaryServerInterceptor(l *core.Limiter, rules []core.Rule, opts ...Option) grpc.UnaryServerInterceptor {
+	i, err := UnaryServerInterceptor(l, rules, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return i
+}
+
+// MustStreamServerInterceptor is [StreamServerInterceptor] for rules and
+// options fixed at start-up: it panics if they are invalid.
+func MustStreamServerInterceptor(l *core.Limiter, rules []core.Rule, opts ...Option) grpc.StreamServerInterceptor {
+	i, err := StreamServerInterceptor(l, rules, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return i
+}
+
+// interceptor is what the unary and stream interceptors share.
+type interceptor struct {
+	m *adapter.Middleware
+	h hooks
+}
+
+func newInterceptor(l *core.Limiter, rules []core.Rule, opts []Option) (*interceptor, error) {
+	m, h, err := adapter.Build("grpclimit", l, rules, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &interceptor{m: m, h: h}, nil
+}
+
+// skip reports whether a call goes to its handler unlimited.
+func (x *interceptor) skip(ctx context.Context, fullMethod string) bool {
+	return strings.HasPrefix(fullMethod, healthPrefix) || (x.h.skip != nil && x.h.skip(ctx, fullMethod))
+}
+
+// check decides a call, adds its rate-limit fields to p, and returns nil if
+// the call may proceed, else the error to fail it with.
+func (x *interceptor) check(ctx context.Context, fullMethod string, p *pending) error {
+	out := x.m.Handle(request{ctx: ctx, method: fullMethod})
+	out.Headers.Set(p)
+	if out.Proceed() {
+		return nil
+	}
+	var err error
+	switch {
+	case out.Limited():
+		if x.h.denied != nil {
+			err = x.h.denied(ctx, fullMethod, out.Decision)
+		}
+		if err == nil {
+			err = deniedError(out.Decision)
+		}
+	default:
+		if x.h.onError != nil {
+			err = x.h.onError(ctx, fullMethod, out.Err)
+		}
+		if err == nil {
+			err = failedError(&out)
+		}
+	}
+	return err
+}
