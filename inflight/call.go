@@ -1,0 +1,91 @@
+package inflight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// errTimeout is the error of a call that missed its deadline.
+var errTimeout = errors.New("ratekit: inflight: redis gave no answer within the deadline")
+
+// call is one Redis call on a goroutine of its own.
+type call struct {
+	state atomic.Int32 // callRunning, then callDone or callAbandoned
+	reply any
+	err   error
+	done  chan struct{}
+}
+
+const (
+	callRunning int32 = iota
+	callDone
+	callAbandoned
+)
+
+// do runs f with a deadline of timeout within ctx, and returns by that
+// deadline whatever the client does. A client that keeps deadlines by
+// itself is called on the caller's goroutine; any other runs on a goroutine
+// of its own, which the caller abandons at the deadline: late, when not
+// nil, then gets the reply of a call that succeeded after all. A panic of
+// the client becomes an error.
+func (l *Limiter) do(ctx context.Context, timeout time.Duration, f func(context.Context) (any, error), late func(any)) (any, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	l.mu.Lock()
+	direct := l.keeps || l.closed
+	if !direct {
+		l.wg.Add(1)
+	}
+	l.mu.Unlock()
+	if direct {
+		reply, err := guarded(cctx, f)
+		return reply, deadlineError(ctx, cctx, err)
+	}
+	c := &call{done: make(chan struct{})}
+	go func() {
+		defer l.wg.Done()
+		// the call outlives the caller's deadline: it keeps the context's
+		// values, and the client's own timeouts bound it
+		reply, err := guarded(context.WithoutCancel(cctx), f)
+		c.reply, c.err = reply, err
+		if c.state.CompareAndSwap(callRunning, callDone) {
+			close(c.done)
+			return
+		}
+		if err == nil && late != nil {
+			late(reply)
+		}
+	}()
+	select {
+	case <-c.done:
+		return c.reply, c.err
+	case <-cctx.Done():
+	}
+	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
+		<-c.done // answered at the last moment
+		return c.reply, c.err
+	}
+	return nil, deadlineError(ctx, cctx, cctx.Err())
+}
+
+// guarded calls f, turning a panic into an error.
+func guarded(ctx context.Context, f func(context.Context) (any, error)) (reply any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("ratekit: inflight: redis client panicked: %v", p)
+		}
+	}()
+	return f(ctx)
+}
+
+// deadlineError returns err, or errTimeout when err is the call's own
+// deadline passing while the caller's context is still live.
+func deadlineError(ctx, cctx context.Context, err error) error {
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", errTimeout, context.DeadlineExceeded)
+	}
+	return err
+}
