@@ -154,15 +154,43 @@ func (b *breaker) transition(from, to BreakerState, cause error) bool {
 // breakerChange is one change of a breaker's state, as onChange hears it.
 type breakerChange struct {
 	from, to BreakerState
-	cause    error // the store's error, when a failure opened the breaker
-	openedAt int64 // when the breaker last opened
-	probes   int   // probes failed since
+	cause    error  // the store's error, when a failure opened the breaker
+	openedAt int64  // when the breaker last opened
+	probes   int    // probes failed since
+	shard    string // the shard whose breaker moved the Limiter's, if any
 }
 
 func (b *breaker) changed(from, to BreakerState, cause error) {
+	b.changedFor(from, to, cause, "")
+}
+
+func (b *breaker) changedFor(from, to BreakerState, cause error, shard string) {
 	if b.onChange != nil {
-		b.onChange(breakerChange{from: from, to: to, cause: cause, openedAt: b.openedAt, probes: b.probes})
+		b.onChange(breakerChange{from: from, to: to, cause: cause, openedAt: b.openedAt, probes: b.probes, shard: shard})
 	}
+}
+
+// follow moves b, the breaker of a sharded store's shards together (see
+// shardSet), to the state to, which a change of shard's breaker at now
+// brings about; cause is the store's error of that change.
+func (b *breaker) follow(to BreakerState, cause error, shard string, now int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	from := b.current()
+	if to == BreakerOpen && cause != nil {
+		b.setOpenErr(cause)
+	}
+	if from == to {
+		return
+	}
+	switch {
+	case from == BreakerClosed:
+		b.openedAt, b.probes = now, 0
+	case from == BreakerHalfOpen && to == BreakerOpen && cause != nil:
+		b.probes++
+	}
+	b.state.Store(int32(to))
+	b.changedFor(from, to, cause, shard)
 }
 
 func (b *breaker) setOpenErr(cause error) {
@@ -207,3 +235,107 @@ func (b *breaker) schedule() *backoff.ExponentialBackOff {
 
 // probing records, at now, that the next probe comes after wait.
 func (b *breaker) probing(now int64, wait time.Duration) { b.nextProbe.Store(now + int64(wait)) }
+
+// shardSet holds the breakers of the shards of a store that states them
+// ([Traits].Shard), each made when a key of its shard first fails. The
+// Limiter's own breaker then follows them (see Limiter.shardChanged): open
+// while any shard's breaker is open, half-open while one is probed and
+// none is open, closed when all are closed. So a decision costs one atomic
+// load while every breaker is closed, as over a store of one shard, and
+// looks for its key's shard only while some shard fails.
+type shardSet struct {
+	of       func(key string) string
+	cfg      BreakerConfig
+	onChange func(*shardBrk, breakerChange)
+
+	mu     sync.Mutex                           // serialises additions to byName
+	byName atomic.Pointer[map[string]*shardBrk] // copied on write
+
+	// failing grows with each failure a shard's breaker counts, and is set
+	// back to zero once no breaker counts any: while it is zero, a call
+	// that answered has no count to reset.
+	failing atomic.Int64
+
+	stateMu  sync.Mutex // serialises the following of changes
+	open     int        // shards whose breaker is open
+	halfOpen int        // shards whose breaker is half-open
+}
+
+// shardBrk is the breaker of one shard.
+type shardBrk struct {
+	name string
+	brk  breaker
+}
+
+// get returns the breaker of key's shard; when it has none yet, a new one
+// if create is set, else nil.
+func (s *shardSet) get(key string, create bool) *shardBrk {
+	name := s.of(key)
+	if sh := s.lookup(name); sh != nil || !create {
+		return sh
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sh := s.lookup(name); sh != nil {
+		return sh
+	}
+	sh := &shardBrk{name: name}
+	sh.brk.cfg = s.cfg
+	sh.brk.onChange = func(c breakerChange) { s.onChange(sh, c) }
+	m := map[string]*shardBrk{name: sh}
+	if old := s.byName.Load(); old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	s.byName.Store(&m)
+	return sh
+}
+
+func (s *shardSet) lookup(name string) *shardBrk {
+	if m := s.byName.Load(); m != nil {
+		return (*m)[name]
+	}
+	return nil
+}
+
+// succeeded records a store call on key that answered, once some shard's
+// breaker counted a failure.
+func (s *shardSet) succeeded(key string) {
+	seen := s.failing.Load()
+	if sh := s.get(key, false); sh != nil {
+		sh.brk.succeeded()
+	}
+	if m := s.byName.Load(); m != nil {
+		for _, sh := range *m {
+			if sh.brk.failures.Load() != 0 {
+				return
+			}
+		}
+	}
+	// unless a failure came meanwhile, no breaker counts any
+	s.failing.CompareAndSwap(seen, 0)
+}
+
+// moved records c, a change of one shard's breaker, under stateMu, and
+// returns the state that the breaker of all shards follows.
+func (s *shardSet) moved(c breakerChange) BreakerState {
+	for _, d := range []struct {
+		state BreakerState
+		by    int
+	}{{c.from, -1}, {c.to, 1}} {
+		switch d.state {
+		case BreakerOpen:
+			s.open += d.by
+		case BreakerHalfOpen:
+			s.halfOpen += d.by
+		}
+	}
+	switch {
+	case s.open > 0:
+		return BreakerOpen
+	case s.halfOpen > 0:
+		return BreakerHalfOpen
+	}
+	return BreakerClosed
+}

@@ -16,7 +16,8 @@ import (
 //     (decideGroups, decide):
 //     a. a cost no limit can ever hold, or a denial the denied-key cache
 //     remembers, is answered locally (never, answerFromCache);
-//     b. an open breaker sends the group to the failure policy (fallback);
+//     b. an open breaker, the store's or that of the group's shard, sends
+//     the group to the failure policy (fallback);
 //     c. otherwise the store decides, within the deadline (askStore, call);
 //     a failed call counts toward the breaker and goes to the failure
 //     policy;
@@ -271,7 +272,7 @@ func (l *Limiter) decide(ctx context.Context, c *groupCall) error {
 	if answered {
 		return err
 	}
-	if !l.brk.closed() {
+	if !l.brk.closed() && l.shardOpen(c.checks[0].Key) {
 		l.denied.release(leads)
 		return l.fallback(ctx, c, nil)
 	}
@@ -348,13 +349,13 @@ func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, lead
 		case keyError(err):
 			// Redis answered: it is up, and decides every other key
 			l.report(err)
-			l.brk.succeeded()
+			l.succeeded(c.checks[0].Key)
 			return fmt.Errorf("%w: %w", ErrKeyRejected, err)
 		}
-		l.failed(err)
+		l.failed(err, c.checks[0].Key)
 		return l.fallback(ctx, c, err)
 	}
-	l.brk.succeeded()
+	l.succeeded(c.checks[0].Key)
 	if l.denied != nil {
 		l.denied.record(c.checks, c.n, t0, c.results, leads)
 	}

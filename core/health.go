@@ -12,66 +12,113 @@ import (
 // store while the breaker is open, and reporting failures and changes to
 // hooks, observers and the log.
 
-// BreakerState returns the state of the Limiter's circuit breaker.
+// BreakerState returns the state of the Limiter's circuit breaker. Over a
+// store that states shards ([Traits].Shard), such as a [RedisStore] over
+// a Redis Cluster, it is open while any shard's breaker is open,
+// half-open while one is being probed and none is open, and closed when
+// all are closed; the hooks and observers hear of its changes.
 func (l *Limiter) BreakerState() BreakerState { return l.brk.current() }
 
-// failed records a store call that failed with err, and starts the prober
-// when the failure opened the breaker.
-func (l *Limiter) failed(err error) {
+// failed records a store call on key that failed with err, and starts a
+// prober when the failure opened a breaker: the Limiter's, or that of
+// key's shard over a store that states shards.
+func (l *Limiter) failed(err error, key string) {
 	l.report(err)
-	if !l.brk.failed(err, l.mono()) {
+	b := &l.brk
+	if l.shards != nil {
+		b = &l.shards.get(key, true).brk
+	}
+	opened := b.failed(err, l.mono())
+	if l.shards != nil {
+		l.shards.failing.Add(1) // after b counts it: see shardSet.succeeded
+	}
+	if !opened {
 		return
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if !l.closed { // after Close, an open breaker stays open
 		l.wg.Add(1)
-		go l.probe()
+		go l.probe(b, []Check{{Key: probeKey(l.prefix, key), Limit: probeLimit}})
 	}
 }
 
-// probe runs while the breaker is not closed: it waits a backoff with
-// jitter, probes the store with one call, and closes the breaker when the
-// call succeeds. There is one prober at a time, so one probe at a time.
-func (l *Limiter) probe() {
+// succeeded records a store call on key that answered.
+func (l *Limiter) succeeded(key string) {
+	switch {
+	case l.shards == nil:
+		l.brk.succeeded()
+	case l.shards.failing.Load() != 0:
+		l.shards.succeeded(key)
+	}
+}
+
+// shardOpen reports whether the breaker of key's shard is not closed, over
+// a store that states shards; it is called while the Limiter's breaker is
+// not closed.
+func (l *Limiter) shardOpen(key string) bool {
+	if l.shards == nil {
+		return true
+	}
+	sh := l.shards.get(key, false)
+	return sh != nil && !sh.brk.closed()
+}
+
+// shardChanged makes the Limiter's breaker follow c, a change of the
+// breaker of shard sh (see shardSet).
+func (l *Limiter) shardChanged(sh *shardBrk, c breakerChange) {
+	s := l.shards
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	l.brk.follow(s.moved(c), c.cause, sh.name, l.mono())
+}
+
+// probe runs while b is not closed: it waits a backoff with jitter, probes
+// the store with one call of checks, and closes b when the call succeeds.
+// Each breaker has one prober at a time, so one probe at a time.
+func (l *Limiter) probe(b *breaker, checks []Check) {
 	defer l.wg.Done()
-	bo := l.brk.schedule()
+	bo := b.schedule()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
 		wait := bo.NextBackOff()
-		l.brk.probing(l.mono(), wait)
+		now := l.mono()
+		b.probing(now, wait)
+		if b != &l.brk {
+			l.brk.probing(now, wait) // for a fail-closed Retry-After
+		}
 		timer.Reset(wait)
 		select {
 		case <-l.stop:
 			return
 		case <-timer.C:
 		}
-		l.brk.transition(BreakerOpen, BreakerHalfOpen, nil)
-		err := l.probeOnce()
+		b.transition(BreakerOpen, BreakerHalfOpen, nil)
+		err := l.probeOnce(checks)
 		select {
 		case <-l.stop: // the probe may have failed because of Close
 			return
 		default:
 		}
 		if err == nil {
-			l.brk.transition(BreakerHalfOpen, BreakerClosed, nil)
+			b.transition(BreakerHalfOpen, BreakerClosed, nil)
 			return
 		}
 		l.report(err)
-		l.brk.transition(BreakerHalfOpen, BreakerOpen, err)
+		b.transition(BreakerHalfOpen, BreakerOpen, err)
 	}
 }
 
-// probeOnce makes one store call, under the same deadline as a request's.
-// It writes one key with a 1 ms expiry, which no rule's key can equal.
-func (l *Limiter) probeOnce() error {
+// probeOnce makes one store call of checks, under the same deadline as a
+// request's.
+func (l *Limiter) probeOnce(checks []Check) error {
 	ctx, cancel := context.WithTimeout(l.stopCtx, l.timeout)
 	defer cancel()
 	// The prober is counted in wg, so wg cannot be waited to zero here.
 	l.wg.Add(1)
 	t0 := l.mono()
-	_, err := l.spawn(ctx, l.probeChecks, 1)
+	_, err := l.spawn(ctx, checks, 1)
 	if err != nil && ctx.Err() != nil && l.stopCtx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		err = l.timeoutErr
 	}
@@ -85,9 +132,12 @@ func (l *Limiter) probeOnce() error {
 // expires a millisecond after the probe.
 var probeLimit = Limit{Rate: 1_000_000, Period: time.Second, Burst: 1_000_000}
 
-// probeKey returns the probe's storage key: the prefix and a hash tag,
-// where every rule's key has a rule name, which is never empty, before ":{".
-func probeKey(prefix string) string { return prefix + "{ratekit-probe}" }
+// probeKey returns the key that probes a breaker opened by a failure on
+// key: the prefix and key's hash tag, so that the probe goes where key
+// goes (in a Redis Cluster, to key's slot, wherever the slot has moved).
+// No rule's key can equal it: every rule's key has a rule name, which is
+// never empty, between the prefix and ":{".
+func probeKey(prefix, key string) string { return prefix + "{" + hashTag(key) + "}" }
 
 // breakerChanged is the breaker's onChange: it empties the denied-key cache
 // when the breaker closes, calls the hook and the observer, and logs an
@@ -117,12 +167,18 @@ func (l *Limiter) breakerChanged(c breakerChange) {
 		if !ok {
 			return
 		}
-		l.logger.LogAttrs(context.Background(), slog.LevelWarn,
-			"ratekit: circuit breaker open: deciding without the store until a probe succeeds",
+		attrs := []slog.Attr{
 			slog.Int("consecutive_failures", l.brk.cfg.Failures),
 			slog.String("policy", l.policy.String()),
 			slog.Any("error", c.cause),
-			slog.Int64("suppressed", suppressed))
+			slog.Int64("suppressed", suppressed),
+		}
+		msg := "ratekit: circuit breaker open: deciding without the store until a probe succeeds"
+		if l.shards != nil {
+			msg = "ratekit: circuit breaker open: deciding a failing shard's keys without the store until a probe succeeds"
+			attrs = append(attrs, slog.String("shard", c.shard))
+		}
+		l.logger.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
 	case c.to == BreakerClosed && l.openLogged:
 		l.logger.LogAttrs(context.Background(), slog.LevelWarn,
 			"ratekit: circuit breaker closed: the store answers again",

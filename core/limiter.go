@@ -132,9 +132,11 @@ func (d Decision) Degraded() bool {
 // failures a circuit breaker ([WithBreaker]) stops calling the store:
 // decisions then cost no store call and no wait, and a background probe,
 // one at a time on a backoff with jitter, closes the breaker once the store
-// answers again. Denials the store made are remembered until their
-// retry-after ([WithDeniedCache]), so a client hammering past its limit
-// costs the store nothing; such answers are exact, never guesses.
+// answers again. Over a store that states shards ([Traits].Shard), such as
+// a Redis Cluster, there is a breaker per shard: a failing master stops
+// only the calls for its keys. Denials the store made are remembered until
+// their retry-after ([WithDeniedCache]), so a client hammering past its
+// limit costs the store nothing; such answers are exact, never guesses.
 //
 // A Limiter runs goroutines only while it has work for them (store calls in
 // flight, a probe during an outage): [Limiter.Close] stops them and waits.
@@ -152,9 +154,9 @@ type Limiter struct {
 	denied        *deniedCache // nil when off
 	deniedSize    int
 
-	brk         breaker
-	probeChecks []Check
-	timeoutErr  error
+	brk        breaker   // the store's, or its shards' together (see shardSet)
+	shards     *shardSet // nil unless the store states shards
+	timeoutErr error
 
 	shadow     bool
 	observer   Observer // nil when none; several are an observers
@@ -210,7 +212,6 @@ func NewLimiter(store Store, opts ...Option) (*Limiter, error) {
 	epoch := clock()
 	l.now = func() int64 { return int64(clock().Sub(epoch)) }
 	l.timeoutErr = fmt.Errorf("ratekit: store gave no answer within %v: %w", l.timeout, context.DeadlineExceeded)
-	l.probeChecks = []Check{{Key: probeKey(l.prefix), Limit: probeLimit}}
 	l.stopCtx, l.cancelStop = context.WithCancel(context.Background())
 	if _, err := newConfig(forMemory, nil, l.fallbackOpts); err != nil {
 		return nil, fmt.Errorf("ratekit: WithFallbackOptions: %w", err)
@@ -219,6 +220,9 @@ func NewLimiter(store Store, opts ...Option) (*Limiter, error) {
 	l.inProcess, l.direct = traits.InProcess, traits.KeepsDeadlines
 	if l.inProcess {
 		return l, nil
+	}
+	if traits.Shard != nil {
+		l.shards = &shardSet{of: traits.Shard, cfg: l.brk.cfg, onChange: l.shardChanged}
 	}
 	if l.policy == FailLocal {
 		fopts := append([]Option{WithClock(clock)}, l.fallbackOpts...)

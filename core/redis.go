@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,6 +24,16 @@ type RedisStore struct {
 	limits  sync.Map // Limit → *limitScripts
 	nlimits atomic.Int32
 	batch   *batcher // nil unless WithBatching
+
+	// cluster is client when it is a *redis.ClusterClient, else nil.
+	cluster *redis.ClusterClient
+	// routed is set once a call has answered through cluster, which has
+	// then loaded its slot map.
+	routed atomic.Bool
+	// reloaded is when a failed call last asked cluster to reload its
+	// slot map, in ns since born.
+	reloaded atomic.Int64
+	born     time.Time
 }
 
 // maxCompiledLimits bounds how many distinct limits get scripts of their
@@ -81,8 +92,9 @@ func NewRedisStore(client redis.Scripter, opts ...Option) (*RedisStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &RedisStore{client: client}
+	s := &RedisStore{client: client, born: time.Now()}
 	s.proc, _ = client.(processor)
+	s.cluster, _ = client.(*redis.ClusterClient)
 	if b := cfg.batching; b != nil {
 		p, ok := client.(pipeliner)
 		if !ok {
@@ -102,6 +114,10 @@ func NewRedisStore(client redis.Scripter, opts ...Option) (*RedisStore, error) {
 // ContextTimeoutEnabled, which sets each connection's read and write
 // deadlines from the context, and dials, waits for a pooled connection and
 // backs off between retries within it. See [WithTimeout].
+//
+// Over a *redis.ClusterClient it also states each key's shard: the
+// address of the master that serves the key's slot in the client's slot
+// map, so that a [Limiter] keeps a circuit breaker per master.
 func (s *RedisStore) Traits() Traits {
 	var keeps bool
 	switch c := s.client.(type) {
@@ -112,7 +128,48 @@ func (s *RedisStore) Traits() Traits {
 	case *redis.Ring:
 		keeps = c.Options().ContextTimeoutEnabled
 	}
-	return Traits{KeepsDeadlines: keeps}
+	t := Traits{KeepsDeadlines: keeps}
+	if s.cluster != nil {
+		t.Shard = s.shard
+	}
+	return t
+}
+
+// shard returns the address of the master that serves key in the Cluster
+// client's slot map, or "" before the client has one: asking for it then
+// would load it, a wait on the network.
+func (s *RedisStore) shard(key string) string {
+	if !s.routed.Load() {
+		return ""
+	}
+	c, err := s.cluster.MasterForKey(context.Background(), key)
+	if err != nil {
+		return ""
+	}
+	return c.Options().Addr
+}
+
+// reloadEvery is the least time between two reloads of a Cluster client's
+// slot map that failing calls ask for.
+const reloadEvery = 100 * time.Millisecond
+
+// reloadSlots asks a Cluster client to reload its slot map, at most once
+// per reloadEvery, after a call failed with err for a reason of the
+// network or the server, not of the call. go-redis reloads it by itself
+// only on a MOVED, ASK or READONLY reply, or once the map is older than
+// ClusterStateReloadInterval (a minute): the slots of a master that died
+// would otherwise go on being sent to it for up to a minute after its
+// replica took them over, since a dead master sends no MOVED.
+func (s *RedisStore) reloadSlots(err error) {
+	if s.cluster == nil || keyError(err) || errors.Is(err, context.Canceled) || errors.Is(err, ErrClosed) {
+		return
+	}
+	now := int64(time.Since(s.born))
+	last := s.reloaded.Load()
+	if last != 0 && now-last < int64(reloadEvery) || !s.reloaded.CompareAndSwap(last, now) {
+		return
+	}
+	s.cluster.ReloadState(context.Background())
 }
 
 // Close fails a batching store's queued calls and waits for pipelines in
@@ -158,7 +215,11 @@ func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results [
 		ireply, sreply, err = s.runMany(ctx, sc, checks, n)
 	}
 	if err != nil {
+		s.reloadSlots(err)
 		return fmt.Errorf("ratekit: redis: %w", err)
+	}
+	if s.cluster != nil && !s.routed.Load() {
+		s.routed.Store(true)
 	}
 	if sc.intReply {
 		results[0], err = gcraResult(checks[0].Limit, n, ireply)

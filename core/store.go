@@ -38,6 +38,16 @@ type Traits struct {
 	// Limiter calls it directly, without deadline, breaker, failure policy
 	// or denied-key cache. A [MemoryStore] decides in process.
 	InProcess bool
+	// Shard, when set, names the part of the store that holds key, such
+	// as the address of the Redis Cluster master serving the key's hash
+	// slot, or returns "" when it cannot tell. Keys that share a hash tag
+	// share a shard. The Limiter then keeps a circuit breaker per shard:
+	// a failing shard's keys go to the failure policy while every other
+	// shard's keys are still decided by the store, and a failing shard is
+	// probed with a key of the hash tag that failed. Shard must be fast
+	// and never wait on I/O. A [RedisStore] over a *redis.ClusterClient
+	// states it; nil means the store fails as one.
+	Shard func(key string) string
 }
 
 // TraitsReporter is implemented by a [Store] that states its [Traits].

@@ -54,7 +54,7 @@ func start(cfg app.Config, metricsAddr string, log *slog.Logger) (s *server, err
 	if s.backend, err = app.OpenBackend(cfg); err != nil {
 		return nil, fmt.Errorf("open the store: %w", err)
 	}
-	opts := []core.Option{core.WithFailurePolicy(cfg.Fail), core.WithTimeout(app.StoreTimeout), core.WithLogger(log)}
+	opts := []core.Option{core.WithFailurePolicy(cfg.Fail), core.WithTimeout(cfg.Timeout), core.WithLogger(log)}
 	var reg *prometheus.Registry
 	if cfg.Metrics {
 		collector := promlimit.MustNew()

@@ -32,10 +32,11 @@ const (
 	clusterPortMax = 22767
 )
 
-// Cluster is a Redis Cluster of masters without replicas, started by
-// [StartCluster].
+// Cluster is a Redis Cluster started by [StartCluster] (masters only) or
+// [StartReplicatedCluster] (each master with a replica).
 type Cluster struct {
-	servers []*Server
+	servers []*Server // the masters, then their replicas, as started
+	masters int       // how many of servers were started as masters
 }
 
 // StartCluster starts a Redis Cluster of the given number of masters, without
@@ -56,7 +57,7 @@ func StartCluster(tb testing.TB, masters int) *Cluster {
 	if masters < 1 || masters > clusterSlots {
 		tb.Fatalf("redistest: StartCluster: masters must be between 1 and %d, not %d", clusterSlots, masters)
 	}
-	c := &Cluster{}
+	c := &Cluster{masters: masters}
 	for range masters {
 		s := startServer(tb, freeClusterPort, []string{
 			"--cluster-enabled", "yes",
@@ -82,8 +83,8 @@ func StartCluster(tb testing.TB, masters int) *Cluster {
 // create assigns the slots and joins the nodes, as redis-cli --cluster
 // create does.
 func (c *Cluster) create(ctx context.Context) error {
-	n := len(c.servers)
-	for i, s := range c.servers {
+	n := c.masters
+	for i, s := range c.servers[:n] {
 		// Distinct config epochs spare the nodes the collision resolution
 		// that would otherwise bump them one by one.
 		if _, err := doString(ctx, s.addr, "CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i+1)); err != nil {
@@ -133,9 +134,10 @@ func (c *Cluster) awaitOK(ctx context.Context) error {
 var errNodeExited = errors.New("cluster node exited")
 
 // checkOK returns nil if CLUSTER INFO on every node reports the cluster ok,
-// all slots assigned and every node known.
+// all slots assigned, every node known and as many masters serving slots
+// as were started.
 func (c *Cluster) checkOK(ctx context.Context) error {
-	n := strconv.Itoa(len(c.servers))
+	n, size := strconv.Itoa(len(c.servers)), strconv.Itoa(c.masters)
 	for _, s := range c.servers {
 		s.mu.Lock()
 		p := s.proc
@@ -152,7 +154,7 @@ func (c *Cluster) checkOK(ctx context.Context) error {
 			"cluster_state":          "ok",
 			"cluster_slots_assigned": strconv.Itoa(clusterSlots),
 			"cluster_known_nodes":    n,
-			"cluster_size":           n,
+			"cluster_size":           size,
 		}
 		for k, v := range want {
 			if f[k] != v {
@@ -187,8 +189,10 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
-// Servers returns the nodes of the cluster; the first holds the lowest slots.
-// Each can be paused, killed and restarted like a standalone [Server].
+// Servers returns the nodes of the cluster as they were started: the
+// masters, the first holding the lowest slots, then (in a
+// [StartReplicatedCluster]) their replicas in the same order. Each can be
+// paused, killed and restarted like a standalone [Server].
 func (c *Cluster) Servers() []*Server {
 	return append([]*Server(nil), c.servers...)
 }

@@ -12,9 +12,14 @@
 // registered on the test that started them. On Linux a server also gets
 // SIGKILL if the test binary itself dies.
 //
-// Tests call [Require] (which [StartServer] and [StartCluster] do for them)
-// so that they are skipped where redis-server is not installed, except in CI
-// (CI=true), where a missing redis-server fails the test instead.
+// Tests call [Require] (which [StartServer], [StartCluster],
+// [StartReplicatedCluster] and [StartSentinel] do for them) so that they
+// are skipped where redis-server is not installed, except in CI (CI=true),
+// where a missing redis-server fails the test instead.
+//
+// [StartReplicatedCluster] (masters with replicas) and [StartSentinel] (a
+// master, a replica and three Sentinels) fail over within seconds of
+// [Server.Kill] of a master; [Server.AwaitPromotion] waits for it.
 package redistest
 
 import (
@@ -94,6 +99,7 @@ type Server struct {
 	dir     string   // working directory (--dir), from tb.TempDir
 	logPath string   // redis-server's stdout and stderr
 	args    []string // command line, except --port
+	conf    string   // configuration file, first on the command line; "" for none
 	port    int
 	addr    string
 
@@ -161,6 +167,14 @@ func StartServer(tb testing.TB, extraArgs ...string) *Server {
 // cluster node) and then extraArgs added to the command line.
 func startServer(tb testing.TB, pick func() (int, error), modeArgs, extraArgs []string) *Server {
 	tb.Helper()
+	return startServerConf(tb, pick, "", modeArgs, extraArgs)
+}
+
+// startServerConf is startServer for a server that also reads conf, a
+// configuration file written to its directory before it starts (which a
+// Sentinel needs: it rewrites the file as it learns).
+func startServerConf(tb testing.TB, pick func() (int, error), conf string, modeArgs, extraArgs []string) *Server {
+	tb.Helper()
 	Require(tb)
 	bin, err := exec.LookPath(binary)
 	if err != nil {
@@ -173,6 +187,13 @@ func startServer(tb testing.TB, pick func() (int, error), modeArgs, extraArgs []
 		tb.Fatalf("redistest: creating log file: %v", err)
 	}
 	s := &Server{bin: bin, dir: dir, logPath: logPath, logFile: logFile}
+	if conf != "" {
+		s.conf = filepath.Join(dir, "redis.conf")
+		if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
+			logFile.Close()
+			tb.Fatalf("redistest: writing %s: %v", s.conf, err)
+		}
+	}
 	s.args = append(s.args,
 		"--bind", "127.0.0.1",
 		"--protected-mode", "no",
@@ -224,6 +245,9 @@ func (s *Server) launch() error {
 		offset = fi.Size()
 	}
 	args := append([]string{"--port", strconv.Itoa(s.port)}, s.args...)
+	if s.conf != "" {
+		args = append([]string{s.conf}, args...)
+	}
 	fmt.Fprintf(s.logFile, "=== redistest: %s %s\n", s.bin, strings.Join(quoteArgs(args), " "))
 
 	cmd := exec.Command(s.bin, args...)

@@ -23,6 +23,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/examples/internal/app"
+	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/nethttp"
 )
 
@@ -42,6 +43,7 @@ func TestParseDefaults(t *testing.T) {
 	want := app.Config{
 		Addr: "127.0.0.1:8080", Limit: 10, StrictLimit: 2, Period: time.Minute,
 		Algorithm: core.GCRA, KeyMode: "ip", Fail: core.FailLocal,
+		SentinelMaster: "mymaster", Timeout: core.DefaultTimeout,
 	}
 	if fmt.Sprint(c) != fmt.Sprint(want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
@@ -80,6 +82,15 @@ func TestParseEnvironment(t *testing.T) {
 			t.Errorf("%s = %v, want %v", f.name, f.got, f.want)
 		}
 	}
+
+	getenv = env("REDIS_SENTINEL_ADDRS", "10.0.0.1:26379,10.0.0.2:26379", "REDIS_SENTINEL_MASTER", "cache", "TIMEOUT", "250ms")
+	c, err = app.Parse("test", []string{"-timeout", "1s"}, getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprintln(c.RedisSentinel, c.SentinelMaster, c.Timeout), "[10.0.0.1:26379 10.0.0.2:26379] cache 1s\n"; got != want {
+		t.Errorf("RedisSentinel, SentinelMaster, Timeout (the flag beats TIMEOUT) = %s, want %s", got, want)
+	}
 }
 
 func TestParseErrors(t *testing.T) {
@@ -103,6 +114,13 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"-addr", "8080"}, nil, "-addr (ADDR)"},
 		{[]string{"-redis-cluster", "10.0.0.1"}, nil, `-redis-cluster (REDIS_CLUSTER_ADDRS) node "10.0.0.1"`},
 		{[]string{"-redis", "localhost:6379", "-redis-cluster", "a:1"}, nil, "both set"},
+		{[]string{"-redis-sentinel", "a:1", "-redis-cluster", "b:1"}, nil, "-redis-cluster (REDIS_CLUSTER_ADDRS) and -redis-sentinel (REDIS_SENTINEL_ADDRS) are both set"},
+		{[]string{"-redis", "c:1", "-redis-sentinel", "a:1", "-redis-cluster", "b:1"}, nil, "are all set"},
+		{[]string{"-redis-sentinel", "10.0.0.1"}, nil, `-redis-sentinel (REDIS_SENTINEL_ADDRS) Sentinel "10.0.0.1": want host:port`},
+		{[]string{"-sentinel-master", ""}, nil, "-sentinel-master (REDIS_SENTINEL_MASTER) is empty"},
+		{[]string{"-timeout", "0s"}, nil, "-timeout (TIMEOUT) is 0s"},
+		{[]string{"-timeout", "-1s"}, nil, "-timeout (TIMEOUT) is -1s"},
+		{nil, []string{"TIMEOUT", "soon"}, `TIMEOUT="soon"`},
 		{[]string{"-redis", "http://localhost:6379"}, nil, "-redis (REDIS_URL)"},
 		{[]string{"-redis", "redis://u:hunter2@localhost:6379/x"}, nil, "redis://u:xxxxx@localhost:6379/x"},
 		{nil, []string{"METRICS", "yes please"}, `METRICS="yes please"`},
@@ -241,8 +259,15 @@ func build(l *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, 
 var listenURL = regexp.MustCompile(`url=(http://\S+)`)
 
 // run runs the app in this process until stop is called, which returns
-// its exit status and log.
+// its exit status and log. Its store deadline is app.StoreTimeout unless
+// args set -timeout: the store may be in this process, on a busy machine.
 func run(t *testing.T, args ...string) (base string, stop func() (int, string)) {
+	t.Helper()
+	return runApp(t, append([]string{"-timeout", app.StoreTimeout.String()}, args...)...)
+}
+
+// runApp is run with the app's own default deadline.
+func runApp(t *testing.T, args ...string) (base string, stop func() (int, string)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var log syncBuffer
@@ -250,9 +275,16 @@ func run(t *testing.T, args ...string) (base string, stop func() (int, string)) 
 	go func() {
 		code <- app.Run(ctx, "test", append([]string{"-addr", "127.0.0.1:0"}, args...), env(), &log, build)
 	}()
-	stop = func() (int, string) {
-		cancel()
-		return <-code, log.String()
+	var (
+		once   sync.Once
+		status int
+	)
+	stop = func() (int, string) { // may be called more than once
+		once.Do(func() {
+			cancel()
+			status = <-code
+		})
+		return status, log.String()
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -329,6 +361,64 @@ func TestRunFailModes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRunPausedRedis stops the app's Redis with SIGSTOP (connections
+// accepted, no answer): with the library's deadline, which the app keeps
+// by default, each of 30 requests in a row is answered by the -fail policy
+// well under half a second.
+func TestRunPausedRedis(t *testing.T) {
+	srv := redistest.StartServer(t)
+	base, stop := runApp(t, "-redis", "redis://"+srv.Addr(), "-limit", "100")
+	defer stop()
+	if resp := get(t, base+"/"); resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "99" {
+		t.Fatalf("GET / before the pause: status %d, remaining %q", resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+	}
+	srv.Pause(t)
+	const limit = 250 * time.Millisecond // half of half a second
+	var slowest time.Duration
+	for i := range 30 {
+		start := time.Now()
+		resp := get(t, base+"/")
+		took := time.Since(start)
+		slowest = max(slowest, took)
+		if resp.StatusCode != 200 {
+			t.Errorf("GET / #%d with Redis stopped: status %d, want 200 (-fail local)", i+1, resp.StatusCode)
+		}
+		if took > limit {
+			t.Errorf("GET / #%d with Redis stopped took %v, want under %v", i+1, took, limit)
+		}
+	}
+	t.Logf("30 requests with Redis stopped: the slowest took %v", slowest)
+	srv.Resume(t)
+	if code, log := stop(); code != 0 {
+		t.Errorf("exit status %d, want 0:\n%s", code, log)
+	}
+}
+
+// TestRunSentinel runs the app with -redis-sentinel: it finds the master
+// through the Sentinels and decides there.
+func TestRunSentinel(t *testing.T) {
+	s := redistest.StartSentinel(t)
+	base, stop := run(t, "-redis-sentinel", strings.Join(s.Addrs(), ","), "-sentinel-master", redistest.SentinelMaster)
+	defer stop()
+	for _, want := range []string{"9", "8"} {
+		if resp := get(t, base+"/"); resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != want {
+			t.Errorf("GET /: status %d, remaining %q; want 200, %s", resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"), want)
+		}
+	}
+	keys, err := s.Master().Client(t).Keys(context.Background(), "ratekit:*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Errorf("keys on the master: %v, %v; want the default rule's", keys, err)
+	}
+	code, log := stop()
+	if code != 0 {
+		t.Errorf("exit status %d, want 0", code)
+	}
+	want := `msg="store: Redis Sentinel" sentinels=` + strings.Join(s.Addrs(), ",") + " master=mymaster"
+	if !strings.Contains(log, want) {
+		t.Errorf("log lacks %s:\n%s", want, log)
 	}
 }
 

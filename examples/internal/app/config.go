@@ -1,7 +1,7 @@
 // Package app holds what the example apps share, so that each app's main.go
 // shows only its framework's wiring: the flags and their environment
-// fallbacks, the store (an embedded miniredis, a Redis server or a Redis
-// Cluster), the Limiter, the rules, the Prometheus metrics of -metrics
+// fallbacks, the store (an embedded miniredis, a Redis server, a Redis
+// Cluster or a master found through Redis Sentinel), the Limiter, the rules, the Prometheus metrics of -metrics
 // (served by each app at [MetricsPath]), the start-up log and a graceful
 // shutdown.
 //
@@ -33,6 +33,8 @@ const (
 	DefaultLimit       = 10
 	DefaultStrictLimit = 2
 	DefaultPeriod      = time.Minute
+	// DefaultSentinelMaster is the master name of -sentinel-master.
+	DefaultSentinelMaster = "mymaster"
 )
 
 // Key modes: what the rules limit.
@@ -58,6 +60,11 @@ type Config struct {
 	RedisURL string
 	// RedisCluster lists seed nodes of a Redis Cluster, as host:port.
 	RedisCluster []string
+	// RedisSentinel lists Redis Sentinels, as host:port, that tell where
+	// the master named SentinelMaster is.
+	RedisSentinel []string
+	// SentinelMaster is the name of the master the Sentinels watch.
+	SentinelMaster string
 	// Limit is the default rule's rate per Period.
 	Limit int
 	// StrictLimit is the strict rule's rate per Period.
@@ -82,6 +89,9 @@ type Config struct {
 	// ([core.WithBatching]): worth it when dozens of requests are in
 	// flight at once.
 	Batch bool
+	// Timeout is the deadline of each store call: the library's
+	// [core.DefaultTimeout] unless -timeout raises it.
+	Timeout time.Duration
 }
 
 // UsageError is a bad flag or environment value: the app prints it and
@@ -104,6 +114,8 @@ var EnvVars = []struct{ Flag, Env string }{
 	{"addr", "ADDR"},
 	{"redis", "REDIS_URL"},
 	{"redis-cluster", "REDIS_CLUSTER_ADDRS"},
+	{"redis-sentinel", "REDIS_SENTINEL_ADDRS"},
+	{"sentinel-master", "REDIS_SENTINEL_MASTER"},
 	{"limit", "LIMIT"},
 	{"strict-limit", "STRICT_LIMIT"},
 	{"period", "PERIOD"},
@@ -114,6 +126,7 @@ var EnvVars = []struct{ Flag, Env string }{
 	{"fail", "FAIL"},
 	{"metrics", "METRICS"},
 	{"batch", "BATCH"},
+	{"timeout", "TIMEOUT"},
 }
 
 // Parse reads the configuration of the app called name from args (without
@@ -124,14 +137,16 @@ var EnvVars = []struct{ Flag, Env string }{
 // Parse returns [flag.ErrHelp] for -h, and a [*UsageError] for a bad value.
 func Parse(name string, args []string, getenv func(string) string, out io.Writer) (Config, error) {
 	var (
-		c                                   Config
-		redisCluster, algorithm, trusted, f string
+		c                                                  Config
+		redisCluster, redisSentinel, algorithm, trusted, f string
 	)
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&c.Addr, "addr", DefaultAddr, "listen `address` (host:port; port 0 picks a free one)")
 	fs.StringVar(&c.RedisURL, "redis", "", "Redis `URL`, such as redis://localhost:6379/0 (default: an embedded miniredis)")
 	fs.StringVar(&redisCluster, "redis-cluster", "", "Redis Cluster seed `nodes`, comma-separated host:port")
+	fs.StringVar(&redisSentinel, "redis-sentinel", "", "Redis `Sentinels`, comma-separated host:port, that find the master of -sentinel-master")
+	fs.StringVar(&c.SentinelMaster, "sentinel-master", DefaultSentinelMaster, "the `name` of the master the Sentinels watch")
 	fs.IntVar(&c.Limit, "limit", DefaultLimit, "requests per period and client, on every route but /healthz")
 	fs.IntVar(&c.StrictLimit, "strict-limit", DefaultStrictLimit, "requests per period and client on /strict, on top of -limit")
 	fs.DurationVar(&c.Period, "period", DefaultPeriod, "the limits' period")
@@ -142,6 +157,7 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	fs.StringVar(&f, "fail", "local", "when Redis fails: local (count per replica), open (allow) or closed (deny with 503)")
 	fs.BoolVar(&c.Metrics, "metrics", false, "serve Prometheus metrics at /metrics on -addr, never limited")
 	fs.BoolVar(&c.Batch, "batch", false, "pipeline the Redis calls of concurrent requests (worth it with dozens in flight)")
+	fs.DurationVar(&c.Timeout, "timeout", core.DefaultTimeout, "the `deadline` of each Redis call, such as 50ms or 1s; past it the -fail policy decides")
 	for _, e := range EnvVars {
 		f := fs.Lookup(e.Flag)
 		f.Usage += "; env " + e.Env
@@ -183,6 +199,10 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 		return Config{}, usagef("-strict-limit (STRICT_LIMIT) is %d: want at least 1", c.StrictLimit)
 	case c.Period <= 0:
 		return Config{}, usagef("-period (PERIOD) is %v: want a positive duration, such as 1m or 10s", c.Period)
+	case c.Timeout <= 0:
+		return Config{}, usagef("-timeout (TIMEOUT) is %v: want a positive duration, such as 50ms or 1s", c.Timeout)
+	case c.SentinelMaster == "":
+		return Config{}, usagef("-sentinel-master (REDIS_SENTINEL_MASTER) is empty: want the master's name")
 	}
 	var err error
 	if c.Algorithm, err = core.ParseAlgorithm(algorithm); err != nil {
@@ -215,24 +235,63 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return Config{}, usagef("-addr (ADDR) is %q: want host:port, such as 127.0.0.1:8080", c.Addr)
 	}
-	for s := range strings.SplitSeq(redisCluster, ",") {
+	if c.RedisCluster, err = hostPorts(redisCluster, "-redis-cluster (REDIS_CLUSTER_ADDRS) node"); err != nil {
+		return Config{}, err
+	}
+	if c.RedisSentinel, err = hostPorts(redisSentinel, "-redis-sentinel (REDIS_SENTINEL_ADDRS) Sentinel"); err != nil {
+		return Config{}, err
+	}
+	if err := c.oneRedis(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// hostPorts splits list, comma-separated host:port addresses; a bad one is
+// an error naming it after what.
+func hostPorts(list, what string) ([]string, error) {
+	var addrs []string
+	for s := range strings.SplitSeq(list, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(s); err != nil {
-			return Config{}, usagef("-redis-cluster (REDIS_CLUSTER_ADDRS) node %q: want host:port", s)
+			return nil, usagef("%s %q: want host:port", what, s)
 		}
-		c.RedisCluster = append(c.RedisCluster, s)
+		addrs = append(addrs, s)
+	}
+	return addrs, nil
+}
+
+// oneRedis checks that at most one Redis is configured, and the URL of
+// -redis.
+func (c Config) oneRedis() error {
+	var set []string
+	for _, r := range []struct {
+		name string
+		set  bool
+	}{
+		{"-redis (REDIS_URL)", c.RedisURL != ""},
+		{"-redis-cluster (REDIS_CLUSTER_ADDRS)", len(c.RedisCluster) > 0},
+		{"-redis-sentinel (REDIS_SENTINEL_ADDRS)", len(c.RedisSentinel) > 0},
+	} {
+		if r.set {
+			set = append(set, r.name)
+		}
+	}
+	switch len(set) {
+	case 0, 1:
+	case 2:
+		return usagef("%s are both set: choose one", strings.Join(set, " and "))
+	default:
+		return usagef("%s are all set: choose one", strings.Join(set, ", "))
 	}
 	if c.RedisURL != "" {
-		if len(c.RedisCluster) > 0 {
-			return Config{}, usagef("-redis (REDIS_URL) and -redis-cluster (REDIS_CLUSTER_ADDRS) are both set: choose one")
-		}
 		if _, err := c.redisOptions(); err != nil {
-			return Config{}, usagef("-redis (REDIS_URL): %v", err)
+			return usagef("-redis (REDIS_URL): %v", err)
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // redisOptions returns the options of the client for RedisURL.

@@ -17,16 +17,16 @@ import (
 
 // Backend is the Redis behind an app's Limiter, and what Close releases.
 type Backend struct {
-	// Client is the go-redis client: a *redis.Client or a
-	// *redis.ClusterClient.
+	// Client is the go-redis client: a *redis.Client (of a server, or of
+	// the master the Sentinels name) or a *redis.ClusterClient.
 	Client redis.UniversalClient
 	// Store decides over Client.
 	Store *core.RedisStore
 	// Embedded is the embedded miniredis, nil when the app uses a Redis
-	// server or Cluster.
+	// server, Cluster or Sentinel.
 	Embedded *miniredis.Miniredis
 	// Kind names the store for the start-up log: "embedded miniredis",
-	// "Redis" or "Redis Cluster".
+	// "Redis", "Redis Cluster" or "Redis Sentinel".
 	Kind string
 	// Attrs describe it, with any password redacted.
 	Attrs []slog.Attr
@@ -36,8 +36,9 @@ type Backend struct {
 }
 
 // OpenBackend connects to the configured Redis: the server of RedisURL, the
-// Cluster of RedisCluster, or else a miniredis started on a free loopback
-// port. It does not wait for a server to answer: [Backend.Ping] does.
+// Cluster of RedisCluster, the master that the Sentinels of RedisSentinel
+// name, or else a miniredis started on a free loopback port. It does not
+// wait for a server to answer: [Backend.Ping] does.
 func OpenBackend(c Config) (*Backend, error) {
 	b := &Backend{}
 	switch {
@@ -50,6 +51,19 @@ func OpenBackend(c Config) (*Backend, error) {
 		})
 		b.Kind = "Redis Cluster"
 		b.Attrs = []slog.Attr{slog.String("seeds", strings.Join(c.RedisCluster, ","))}
+	case len(c.RedisSentinel) > 0:
+		b.Client = redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:            c.SentinelMaster,
+			SentinelAddrs:         c.RedisSentinel,
+			ContextTimeoutEnabled: true,
+			MaxRetries:            -1,
+			DialerRetries:         1,
+		})
+		b.Kind = "Redis Sentinel"
+		b.Attrs = []slog.Attr{
+			slog.String("sentinels", strings.Join(c.RedisSentinel, ",")),
+			slog.String("master", c.SentinelMaster),
+		}
 	case c.RedisURL != "":
 		opts, err := c.redisOptions()
 		if err != nil {

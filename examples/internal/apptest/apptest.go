@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,12 +102,18 @@ type Proc struct {
 var listening = regexp.MustCompile(`msg="[^"]* example listening" url=(http://\S+)`)
 
 // Start starts the app with args and env (NAME=value) and waits until it
-// listens. Unless args set -addr, it listens on a free loopback port. The
-// process is killed when the test ends, if it still runs.
+// listens. Unless args set -addr, it listens on a free loopback port.
+// Unless args set -timeout or env TIMEOUT, its store deadline is
+// [app.StoreTimeout]: the tests run the apps next to a busy store on a
+// busy machine. The process is killed when the test ends, if it still
+// runs.
 func Start(t testing.TB, args []string, env ...string) *Proc {
 	t.Helper()
 	if !hasFlag(args, "addr") {
 		args = append([]string{"-addr", "127.0.0.1:0"}, args...)
+	}
+	if !hasFlag(args, "timeout") && !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TIMEOUT=") }) {
+		args = append([]string{"-timeout", app.StoreTimeout.String()}, args...)
 	}
 	p := &Proc{cmd: command(args, env), done: make(chan struct{})}
 	stderr, err := p.cmd.StderrPipe()
@@ -371,6 +378,9 @@ func CheckBadFlags(t *testing.T) {
 		{args: []string{"-trusted-proxies", "10.0.0.0/33"}, want: "-trusted-proxies"},
 		{env: []string{"FAIL=sometimes"}, want: "-fail (FAIL)"},
 		{env: []string{"PERIOD=soon"}, want: "PERIOD="},
+		{args: []string{"-timeout", "0s"}, want: "-timeout (TIMEOUT)"},
+		{env: []string{"TIMEOUT=soon"}, want: "TIMEOUT="},
+		{args: []string{"-redis-sentinel", "10.0.0.1"}, want: "-redis-sentinel"},
 		{args: []string{"-no-such-flag"}, want: "Usage:"},
 	} {
 		t.Run(strings.Join(append(c.args, c.env...), " "), func(t *testing.T) {
