@@ -216,7 +216,7 @@ func (f *failover) run(master, replica *redistest.Server) {
 	t := f.t
 	f.warmUp()
 	f.failed.Store(0)
-	stalls := watchProcessStalls()
+	stalls := watchStalls()
 	defer stalls.close()
 	stop := make(chan struct{})
 	wg := f.traffic(stop)
@@ -296,7 +296,7 @@ func (f *failover) warmUp() {
 // checkOutcomes checks every decision: none waited past the deadline, and
 // none on a staying identity was degraded, unless the whole process stalled
 // meanwhile.
-func (f *failover) checkOutcomes(stalls *processStalls, killed time.Time) {
+func (f *failover) checkOutcomes(stalls *stallWatch, killed time.Time) {
 	t := f.t
 	var worst time.Duration
 	var degradedStaying, degradedMoving int
@@ -376,54 +376,3 @@ func (f *failover) decideRemaining(id string) int {
 
 // failoverRequest is a request whose rules' key functions read nothing.
 type failoverRequest struct{ core.Request }
-
-// processStalls notices when the whole process stops running for a while:
-// on a shared machine the scheduler or the host can pause every goroutine,
-// and no deadline can hold through that.
-type processStalls struct {
-	mu     sync.Mutex
-	stalls [][2]time.Time // from, to
-	stop   chan struct{}
-	done   chan struct{}
-}
-
-func watchProcessStalls() *processStalls {
-	w := &processStalls{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		const tick = 2 * time.Millisecond
-		for {
-			select {
-			case <-w.stop:
-				return
-			default:
-			}
-			from := time.Now()
-			time.Sleep(tick)
-			if to := time.Now(); to.Sub(from)-tick > 10*time.Millisecond {
-				w.mu.Lock()
-				w.stalls = append(w.stalls, [2]time.Time{from, to})
-				w.mu.Unlock()
-			}
-		}
-	}()
-	return w
-}
-
-func (w *processStalls) close() {
-	close(w.stop)
-	<-w.done
-}
-
-// during returns the longest stall of the process within [from, from+d].
-func (w *processStalls) during(from time.Time, d time.Duration) time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var longest time.Duration
-	for _, s := range w.stalls {
-		if s[0].Before(from.Add(d)) && s[1].After(from) {
-			longest = max(longest, s[1].Sub(s[0]))
-		}
-	}
-	return longest
-}

@@ -142,11 +142,14 @@ type stall struct {
 	late time.Duration
 }
 
+// stallTick is how often a stallWatch looks at the clock.
+const stallTick = 2 * time.Millisecond
+
 func watchStalls() *stallWatch {
 	w := &stallWatch{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		const tick = 2 * time.Millisecond
+		const tick = stallTick
 		for {
 			select {
 			case <-w.stop:
@@ -178,6 +181,21 @@ func (w *stallWatch) excuse(from time.Time, d time.Duration) time.Duration {
 	for _, s := range w.stalls {
 		if s.from.Before(from.Add(d)) && s.from.Add(s.late).After(from) {
 			longest = max(longest, s.late)
+		}
+	}
+	return longest
+}
+
+// during returns the longest stall, from the watch's look before it to
+// its look after, that overlaps [from, from+d].
+func (w *stallWatch) during(from time.Time, d time.Duration) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var longest time.Duration
+	for _, s := range w.stalls {
+		span := s.late + stallTick
+		if s.from.Before(from.Add(d)) && s.from.Add(span).After(from) {
+			longest = max(longest, span)
 		}
 	}
 	return longest
