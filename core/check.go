@@ -121,7 +121,13 @@ func (l *Limiter) planRules(req Request, rules []Rule, plan []planned) (_ []plan
 		if err != nil {
 			return nil, 0, err
 		}
-		p := planned{name: r.Name, identity: id, cost: cost, shadow: l.shadow || r.Shadow, check: Check{Key: k, Limit: r.Limit}, group: -1}
+		lim := r.Limit
+		if r.LimitOf != nil {
+			if pl, ok := r.LimitOf(req); ok {
+				lim = pl
+			}
+		}
+		p := planned{name: r.Name, identity: id, cost: cost, shadow: l.shadow || r.Shadow, check: Check{Key: k, Limit: lim}, group: -1}
 		for j := range plan {
 			if q := &plan[j]; q.identity == p.identity && q.cost == p.cost && q.shadow == p.shadow {
 				p.group = q.group

@@ -26,8 +26,17 @@ type Rule struct {
 	// alike share its limit. At most [MaxNameLen] bytes, without '{', '}'
 	// or control bytes.
 	Name string
-	// Limit is the rate the rule enforces.
+	// Limit is the rate the rule enforces, or with LimitOf the default
+	// one: the limit of a request for which LimitOf has none. Required.
 	Limit Limit
+	// LimitOf, when set, picks the limit of each request, such as the
+	// limit of the caller's plan or of a customer's contract: it returns
+	// the limit and true, or false to apply Limit. The rule's name,
+	// identity and storage key stay the same whatever the limit, so a
+	// caller moving to another plan keeps what it spent, counted under the
+	// new limit. A limit that fails [Limit.Validate] is an error of the
+	// request. [PlanLimits] builds one from a table of plans.
+	LimitOf func(Request) (Limit, bool)
 	// Key returns the identity the rule limits. Required.
 	Key KeyFunc
 	// Cost returns how many units a request spends; nil means 1. A cost

@@ -117,3 +117,50 @@ func result(limit Limit, allowed bool, remaining, retryUS, resetUS int64) Result
 		ResetAfter: time.Duration(resetUS) * time.Microsecond,
 	}
 }
+
+// QuotaStore is a [Store] that can also read, give back and clear what its
+// keys have spent: what [Limiter.Peek], [Limiter.Refund] and
+// [Limiter.Reset] need. [RedisStore], [MemoryStore] and [LeasingStore]
+// implement it; the conformance suite (package core/storetest) proves a
+// store's methods when it does.
+type QuotaStore interface {
+	Store
+	// PeekAll reports what each check's key would answer a request of one
+	// unit now, without spending anything: Allowed when a unit is left,
+	// Remaining, RetryAfter until one unit fits (0 when one does), and
+	// ResetAfter until the key is full again. Each check is read on its
+	// own, not all or nothing. What a key spent under another limit than
+	// its check's counts under the check's, as for every call.
+	PeekAll(ctx context.Context, checks []Check) ([]Result, error)
+	// RefundAllN gives n units back to each check's key, units that a call
+	// of [Store.AllowAllN] spent and the caller chooses not to count, such
+	// as a reserved unit of a request whose answer should not count. A key
+	// never holds more than its capacity: a refund of more than was spent
+	// leaves it full. The results are what [QuotaStore.PeekAll] would
+	// answer after the refund.
+	RefundAllN(ctx context.Context, checks []Check, n int) ([]Result, error)
+	// Reset clears each key, so that its next call finds it full. A store
+	// shared between processes also tells every process that watches it
+	// ([ResetWatcher]) of the keys reset, so that what they remember of
+	// those keys goes too.
+	Reset(ctx context.Context, keys ...string) error
+}
+
+// ResetWatcher is implemented by a [Store] shared between processes that
+// tells each of them of the keys reset through any other: a [RedisStore]
+// publishes every reset on [ResetChannel] (Redis pub/sub, which reaches
+// every node of a Cluster). A [Limiter] over such a store watches it and
+// forgets what it remembers of a reset key: its denied-key cache entry and
+// its fallback state.
+type ResetWatcher interface {
+	// WatchResets calls fn with each key that a Reset through any process
+	// sharing the store clears, this process's own resets included, until
+	// stop is called; stop waits for calls of fn in progress to return. fn
+	// runs on a goroutine of the store's and must not block. It returns an
+	// error when the store cannot watch (a client without pub/sub).
+	WatchResets(fn func(key string)) (stop func(), err error)
+}
+
+// ResetChannel is the Redis pub/sub channel on which a [RedisStore]
+// publishes the keys it resets, one message a key.
+const ResetChannel = "ratekit:resets"
