@@ -292,7 +292,7 @@ func (r *netFaultRun) checkFailLocal(degrades bool) {
 	t.Logf("during the fault: %d decisions, %d degraded; the slowest of those it touched took %v (deadline %v)",
 		during, degraded, worst.Round(time.Millisecond), core.DefaultTimeout)
 	if during < 100 {
-		t.Fatalf("%d decisions during the fault: too few to tell", during)
+		t.Errorf("%d decisions during the fault: too few to tell", during)
 	}
 	changes := r.breakerChanges()
 	if !degrades {
@@ -300,7 +300,7 @@ func (r *netFaultRun) checkFailLocal(degrades bool) {
 			t.Errorf("%d of %d decisions made without Redis, whose replies were all within the deadline", degraded, during)
 		}
 		if len(changes) != 0 {
-			t.Errorf("the breaker moved (%v) with every reply within the deadline", changes)
+			t.Errorf("the breaker moved %d times (first to %v) with every reply within the deadline", len(changes), changes[0].to)
 		}
 		return
 	}
@@ -308,7 +308,7 @@ func (r *netFaultRun) checkFailLocal(degrades bool) {
 		t.Errorf("%d of %d decisions during the fault came from Redis, want none", during-degraded, during)
 	}
 	if len(changes) == 0 || changes[0].to != core.BreakerOpen || changes[0].at.After(r.lifted) {
-		t.Errorf("breaker changes %v: want it open before the fault was lifted", changes)
+		t.Errorf("%d breaker changes: want the first an opening before the fault was lifted", len(changes))
 	}
 	r.checkRecovery()
 }
@@ -329,6 +329,9 @@ func (r *netFaultRun) checkRecovery() {
 		t.Fatal("no decision came from Redis after the fault was lifted")
 	}
 	changes := r.breakerChanges()
+	if len(changes) == 0 {
+		t.Fatal("the breaker never moved")
+	}
 	last := changes[len(changes)-1]
 	if last.to != core.BreakerClosed {
 		t.Fatalf("breaker %v %v after the fault was lifted, want closed", last.to, netFaultBack)
