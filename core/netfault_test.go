@@ -211,6 +211,12 @@ func startNetFaultRun(t *testing.T, srv *redistest.Server, policy core.FailurePo
 		f(o)
 	}
 	r.client = redis.NewClient(o)
+	started := false
+	defer func() { // on a failed start too, which ends the test's goroutine
+		if !started {
+			r.shutdown()
+		}
+	}()
 	l, err := core.NewLimiter(core.MustRedisStore(r.client), core.WithFailurePolicy(policy),
 		core.OnBreakerChange(func(_, to core.BreakerState) {
 			r.mu.Lock()
@@ -223,14 +229,14 @@ func startNetFaultRun(t *testing.T, srv *redistest.Server, policy core.FailurePo
 			r.mu.Unlock()
 		}))
 	if err != nil {
-		r.shutdown()
 		t.Fatal(err)
 	}
 	r.l = l
 	warmUp(t, l, netFaultTraffic, ampleRules)
 	r.mu.Lock()
-	r.changes = nil // a cold start may open it
+	r.changes = nil // the warm-up's cold start may have opened it
 	r.mu.Unlock()
+	started = true
 	return r
 }
 
