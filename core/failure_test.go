@@ -205,7 +205,14 @@ func (w *stallWatch) during(from time.Time, d time.Duration) time.Duration {
 // plus deadlineMargin, unless the whole process stalled for the excess.
 func checkDeadline(t *testing.T, w *stallWatch, o outcome, deadline time.Duration) {
 	t.Helper()
-	limit := deadline + deadlineMargin
+	checkDeadlineWithin(t, w, o, deadline, deadlineMargin)
+}
+
+// checkDeadlineWithin fails the test if a decision took longer than the
+// deadline plus margin, unless the whole process stalled for the excess.
+func checkDeadlineWithin(t *testing.T, w *stallWatch, o outcome, deadline, margin time.Duration) {
+	t.Helper()
+	limit := deadline + margin
 	if o.took <= limit {
 		return
 	}
@@ -213,7 +220,7 @@ func checkDeadline(t *testing.T, w *stallWatch, o outcome, deadline time.Duratio
 		t.Logf("a decision took %v, during which the process stalled for %v", o.took, stalled)
 		return
 	}
-	t.Errorf("a decision took %v, want at most the deadline %v plus %v", o.took, deadline, deadlineMargin)
+	t.Errorf("a decision took %v, want at most the deadline %v plus %v", o.took, deadline, margin)
 }
 
 // ampleRules returns one rule that never limits, on an identity of its own.

@@ -117,7 +117,10 @@ func NewRedisStore(client redis.Scripter, opts ...Option) (*RedisStore, error) {
 //
 // Over a *redis.ClusterClient it also states each key's shard: the
 // address of the master that serves the key's slot in the client's slot
-// map, so that a [Limiter] keeps a circuit breaker per master.
+// map, so that a [Limiter] keeps a circuit breaker per master. Over a
+// *redis.Ring the shard is the address of the server that the ring's
+// consistent hash picks for the key's hash tag, among the servers its
+// heartbeat sees up.
 func (s *RedisStore) Traits() Traits {
 	var keeps bool
 	switch c := s.client.(type) {
@@ -132,7 +135,21 @@ func (s *RedisStore) Traits() Traits {
 	if s.cluster != nil {
 		t.Shard = s.shard
 	}
+	if r, ok := s.client.(*redis.Ring); ok {
+		t.Shard = func(key string) string { return ringShard(r, key) }
+	}
 	return t
+}
+
+// ringShard returns the address of the server of ring that serves key, or
+// "" when the ring has none up. The ring picks it from its hash of the
+// servers it last saw up, in memory, without I/O.
+func ringShard(ring *redis.Ring, key string) string {
+	c, err := ring.GetShardClientForKey(key)
+	if err != nil {
+		return ""
+	}
+	return c.Options().Addr
 }
 
 // shard returns the address of the master that serves key in the Cluster

@@ -1,0 +1,530 @@
+package core_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Shopify/toxiproxy/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// The network-fault tests put a fault-injecting TCP proxy (toxiproxy, run
+// in this process on a loopback port) between go-redis and a real
+// redis-server, and inject the faults a network causes while every process
+// is alive: replies late by more or less than the deadline, a black hole
+// that accepts connections and never answers, connections cut or reset
+// when a reply comes. Each runs with the library's default deadline (50 ms,
+// also under -race) and the default failure policy, FailLocal. Run with -v
+// to see the figures the README quotes.
+
+// faultProxy is a toxiproxy proxy to one redis-server.
+type faultProxy struct{ p *toxiproxy.Proxy }
+
+// startFaultProxy starts a proxy to upstream on a free loopback port.
+func startFaultProxy(t *testing.T, upstream string) *faultProxy {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, "redis", "127.0.0.1:0", upstream)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return &faultProxy{p}
+}
+
+// addr is the address clients dial to reach the server through the proxy.
+func (f *faultProxy) addr() string { return f.p.Listen }
+
+// stop closes the proxy's listener and every connection through it.
+func (f *faultProxy) stop() { f.p.Stop() }
+
+// netFault is a toxic, as toxiproxy's HTTP API would take it.
+type netFault struct {
+	Name       string         `json:"name"`
+	Type       string         `json:"type"`
+	Stream     string         `json:"stream"` // "upstream" (to Redis) or "downstream"
+	Attributes map[string]any `json:"attributes"`
+}
+
+// inject adds fault to every connection through the proxy, those open
+// and those to come, and returns when each open one has it.
+func (f *faultProxy) inject(t *testing.T, fault netFault) {
+	t.Helper()
+	b, err := json.Marshal(fault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.p.Toxics.AddToxicJson(bytes.NewReader(b)); err != nil {
+		t.Fatalf("toxiproxy: %s: %v", fault.Name, err)
+	}
+}
+
+// lift removes fault. Data a toxic holds back (latency) goes on at once;
+// a toxic that stops data (timeout) closes its connections.
+func (f *faultProxy) lift(t *testing.T, fault netFault) {
+	t.Helper()
+	if err := f.p.Toxics.RemoveToxic(context.Background(), fault.Name); err != nil {
+		t.Fatalf("toxiproxy: %s: %v", fault.Name, err)
+	}
+}
+
+var (
+	// replies 60 to 100 ms late: every one misses the 50 ms deadline
+	latePastDeadline = netFault{"late", "latency", "downstream", map[string]any{"latency": 80, "jitter": 20}}
+	// replies 5 to 15 ms late: every one is within the deadline
+	lateWithinDeadline = netFault{"late", "latency", "downstream", map[string]any{"latency": 10, "jitter": 5}}
+	// commands go nowhere, and connections stay open: a timeout of 0
+	// never closes them
+	blackHole = netFault{"black-hole", "timeout", "upstream", map[string]any{"timeout": 0}}
+	// a connection is reset when a reply arrives, the reply dropped
+	resetOnReply = netFault{"reset", "reset_peer", "downstream", map[string]any{"timeout": 0}}
+	// a connection passes 3 bytes of the replies to come, then closes: every
+	// reply (the shortest, ":0\r\n", has 4) and every HELLO of a new
+	// connection is cut in the middle
+	cutMidReply = netFault{"cut", "limit_data", "downstream", map[string]any{"bytes": 3}}
+)
+
+// netFaultTraffic is how many goroutines decide at once: enough to open the
+// breaker with calls in flight, few enough that two shared cores keep
+// healthy replies within the 50 ms deadline under -race.
+const netFaultTraffic = 8
+
+// netFaultMargin is how much later than the deadline a decision may
+// return, unless the whole process stalled: the time for the caller's
+// goroutine to run again on a loaded machine.
+const netFaultMargin = 50 * time.Millisecond
+
+// netFaultBack bounds the time from lifting a fault to decisions from
+// Redis again: the longest wait between two probes (1 s), a new
+// connection, and room for a loaded machine, where a probe given 50 ms
+// may fail on a healthy Redis.
+const netFaultBack = 5 * time.Second
+
+// TestNetworkFaults runs traffic through each fault in turn, with a client
+// configured as WithTimeout advises and a client with go-redis defaults:
+// every decision is answered within the deadline plus a margin, by Redis
+// when the fault keeps replies within the deadline, else by the failure
+// policy with the breaker open; once the fault is lifted, decisions go back
+// to Redis by themselves and the breaker closes; no goroutine outlives the
+// Limiter, client and proxy.
+func TestNetworkFaults(t *testing.T) {
+	srv := redistest.StartServer(t)
+	for _, fault := range []struct {
+		name     string
+		fault    netFault
+		degrades bool
+	}{
+		{"latency-past-deadline", latePastDeadline, true},
+		{"latency-within-deadline", lateWithinDeadline, false},
+		{"black-hole", blackHole, true},
+		{"reset-on-reply", resetOnReply, true},
+		{"cut-mid-reply", cutMidReply, true},
+	} {
+		for _, kind := range clientKinds {
+			t.Run(fault.name+"/"+kind.name, func(t *testing.T) {
+				defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+				run := startNetFaultRun(t, srv, core.FailLocal, kind.opts...)
+				defer run.shutdown()
+				run.through(fault.fault)
+				run.checkFailLocal(fault.degrades)
+			})
+		}
+	}
+}
+
+// TestNetworkFaultFailClosed sends traffic into a black hole under
+// FailClosed: every decision is a denial wrapping ErrUnavailable with a
+// Retry-After of at least a second (a 503), within the deadline plus a
+// margin, and decisions go back to Redis once the hole is gone.
+func TestNetworkFaultFailClosed(t *testing.T) {
+	srv := redistest.StartServer(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	run := startNetFaultRun(t, srv, core.FailClosed, recommended)
+	defer run.shutdown()
+	run.through(blackHole)
+	var during int
+	for _, o := range run.outcomes {
+		checkDeadlineWithin(t, run.stalls, o, core.DefaultTimeout, netFaultMargin)
+		if !run.during(o) {
+			continue
+		}
+		during++
+		if o.allowed || !o.degraded || !errors.Is(o.err, core.ErrUnavailable) || o.minRetry < time.Second {
+			t.Fatalf("in a black hole: allowed %v, degraded %v, retry %v, err %v: want a degraded denial wrapping ErrUnavailable, retry ≥ 1s",
+				o.allowed, o.degraded, o.minRetry, o.err)
+		}
+	}
+	t.Logf("during the fault: %d decisions, every one a denial for want of Redis; the slowest of those it touched took %v (deadline %v)",
+		during, run.worst().Round(time.Millisecond), core.DefaultTimeout)
+	if during == 0 {
+		t.Fatal("no decision during the fault")
+	}
+	run.checkRecovery()
+}
+
+// netFaultRun is one run of traffic through a fault.
+type netFaultRun struct {
+	t      *testing.T
+	proxy  *faultProxy
+	client *redis.Client
+	l      *core.Limiter
+	stalls *stallWatch // of this process
+	slow   *stallWatch // of redis-server, asked directly
+	srv    *redistest.Server
+
+	injected, lifted time.Time // when the fault was in place, and when it was lifted
+	outcomes         []outcome
+
+	mu      sync.Mutex
+	changes []breakerChange // of the Limiter's breaker, in order
+	errs    []timedErr      // of the store calls, probes included
+}
+
+type timedErr struct {
+	at  time.Time
+	err error
+}
+
+type breakerChange struct {
+	at time.Time
+	to core.BreakerState
+}
+
+// startNetFaultRun starts a proxy to srv and a Limiter with policy over a
+// client through it, and warms it up.
+func startNetFaultRun(t *testing.T, srv *redistest.Server, policy core.FailurePolicy, opts ...func(*redis.Options)) *netFaultRun {
+	t.Helper()
+	r := &netFaultRun{t: t, proxy: startFaultProxy(t, srv.Addr()), srv: srv}
+	o := &redis.Options{Addr: r.proxy.addr()}
+	for _, f := range opts {
+		f(o)
+	}
+	r.client = redis.NewClient(o)
+	started := false
+	defer func() { // on a failed start too, which ends the test's goroutine
+		if !started {
+			r.shutdown()
+		}
+	}()
+	l, err := core.NewLimiter(core.MustRedisStore(r.client), core.WithFailurePolicy(policy),
+		core.OnBreakerChange(func(_, to core.BreakerState) {
+			r.mu.Lock()
+			r.changes = append(r.changes, breakerChange{time.Now(), to})
+			r.mu.Unlock()
+		}),
+		core.OnError(func(err error) {
+			r.mu.Lock()
+			r.errs = append(r.errs, timedErr{time.Now(), err})
+			r.mu.Unlock()
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.l = l
+	warmUp(t, l, netFaultTraffic, ampleRules)
+	r.mu.Lock()
+	r.changes = nil // the warm-up's cold start may have opened it
+	r.mu.Unlock()
+	started = true
+	return r
+}
+
+// shutdown closes the Limiter, the client and the proxy, in that order:
+// the Limiter waits for the calls it abandoned, which need the proxy.
+func (r *netFaultRun) shutdown() {
+	if r.l != nil {
+		r.l.Close()
+	}
+	_ = r.client.Close()
+	r.proxy.stop()
+}
+
+// through runs traffic for a while, injects fault, runs it on for a while,
+// lifts it, and runs on until the breaker is closed and for a while after.
+func (r *netFaultRun) through(fault netFault) {
+	t := r.t
+	r.stalls = watchStalls()
+	defer r.stalls.close()
+	r.slow = watchRedis(r.srv.Addr())
+	defer r.slow.close()
+	var after atomic.Bool // unused: the phases of a run go by time
+	stop := make(chan struct{})
+	wait := traffic(r.l, netFaultTraffic, ampleRules, &after, stop)
+	time.Sleep(200 * time.Millisecond)
+	r.proxy.inject(t, fault)
+	r.injected = time.Now()
+	time.Sleep(500 * time.Millisecond)
+	r.lifted = time.Now()
+	r.proxy.lift(t, fault)
+	for r.l.BreakerState() != core.BreakerClosed && time.Since(r.lifted) < 2*netFaultBack {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	r.outcomes = wait()
+}
+
+// during tells whether o was decided while the fault was in place.
+func (r *netFaultRun) during(o outcome) bool {
+	return !o.at.Before(r.injected) && !o.at.Add(o.took).After(r.lifted)
+}
+
+// overlaps tells whether o was being decided at some time while the fault
+// was in place: o may have been sent before it, and answered within it.
+func (r *netFaultRun) overlaps(o outcome) bool {
+	return !o.at.Add(o.took).Before(r.injected) && !o.at.After(r.lifted)
+}
+
+// worst returns the longest decision of those the fault touched.
+func (r *netFaultRun) worst() time.Duration {
+	var worst time.Duration
+	for _, o := range r.outcomes {
+		if r.overlaps(o) {
+			worst = max(worst, o.took)
+		}
+	}
+	return worst
+}
+
+// breakerChanges returns the changes of the Limiter's breaker.
+func (r *netFaultRun) breakerChanges() []breakerChange {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]breakerChange(nil), r.changes...)
+}
+
+// stalled returns the longest stall of the whole process, or of
+// redis-server asked directly, while o was decided.
+func (r *netFaultRun) stalled(o outcome) time.Duration { return r.stalledIn(o.at, o.took) }
+
+func (r *netFaultRun) stalledIn(from time.Time, d time.Duration) time.Duration {
+	return max(r.stalls.during(from, d), r.slow.during(from, d))
+}
+
+// watchRedis pings the redis-server at addr directly, not through the
+// proxy, one ping after another, and records each that takes longer than
+// 10 ms as a stall: time that Redis, or the machine it shares, lost
+// whatever the fault. On a loaded machine a healthy Redis can answer late.
+func watchRedis(addr string) *stallWatch {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	w := &stallWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		defer c.Close()
+		for {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			from := time.Now()
+			_ = c.Ping(context.Background()).Err()
+			if took := time.Since(from); took > 10*time.Millisecond {
+				w.mu.Lock()
+				w.stalls = append(w.stalls, stall{from, took})
+				w.mu.Unlock()
+			}
+			time.Sleep(stallTick)
+		}
+	}()
+	return w
+}
+
+// excused returns the spans during which the breaker was not closed after
+// an opening that a stall explains: the calls that opened it were under
+// way, within two deadlines before it, while the process or Redis
+// stalled. A stall the watches saw (10 ms or more for one goroutine or
+// one ping) may have held another goroutine longer: any one excuses.
+func (r *netFaultRun) excused(changes []breakerChange) [][2]time.Time {
+	var spans [][2]time.Time
+	for i, c := range changes {
+		if c.to != core.BreakerOpen || (i > 0 && changes[i-1].to != core.BreakerClosed) {
+			continue // not an opening, but a failed probe
+		}
+		if r.stalledIn(c.at.Add(-2*core.DefaultTimeout), 2*core.DefaultTimeout) == 0 {
+			continue
+		}
+		end := time.Now()
+		for _, d := range changes[i+1:] {
+			if d.to == core.BreakerClosed {
+				end = d.at
+				break
+			}
+		}
+		spans = append(spans, [2]time.Time{c.at, end})
+	}
+	return spans
+}
+
+// openings counts the breaker's openings among changes: a change to open
+// from closed, not after a failed probe.
+func openings(changes []breakerChange) int {
+	n := 0
+	for i, c := range changes {
+		if c.to == core.BreakerOpen && (i == 0 || changes[i-1].to == core.BreakerClosed) {
+			n++
+		}
+	}
+	return n
+}
+
+// within tells whether t falls in one of spans.
+func within(t time.Time, spans [][2]time.Time) bool {
+	for _, s := range spans {
+		if !t.Before(s[0]) && !t.After(s[1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkFailLocal checks a FailLocal run: every decision allowed within the
+// deadline plus a margin; during the fault, if it degrades, every decision
+// made without Redis and the breaker open, else none and the breaker never
+// moved; then recovery. What a stall of the process or of Redis explains
+// is excused, and counted.
+func (r *netFaultRun) checkFailLocal(degrades bool) {
+	t := r.t
+	changes := r.breakerChanges()
+	spans := r.excused(changes)
+	var during, degraded, wrong, excused int
+	for _, o := range r.outcomes {
+		checkDeadlineWithin(t, r.stalls, o, core.DefaultTimeout, netFaultMargin)
+		if o.err != nil || !o.allowed || !o.resultsOK {
+			t.Fatalf("a decision failed: allowed %v, err %v: FailLocal allows every request under an ample limit", o.allowed, o.err)
+		}
+		if !r.during(o) {
+			continue
+		}
+		during++
+		if o.degraded {
+			degraded++
+		}
+		if o.degraded != degrades {
+			if r.stalled(o) > 0 || !degrades && within(o.at, spans) {
+				excused++
+			} else {
+				wrong++
+			}
+		}
+	}
+	t.Logf("during the fault: %d decisions, %d degraded (%d of them excused by stalls of the process or of Redis); the slowest of those it touched took %v (deadline %v)",
+		during, degraded, excused, r.worst().Round(time.Millisecond), core.DefaultTimeout)
+	if during < 20 {
+		t.Errorf("%d decisions during the fault: too few to tell", during)
+	}
+	if !degrades {
+		if wrong != 0 {
+			t.Errorf("%d of %d decisions made without Redis, whose replies were all within the deadline", wrong, during)
+		}
+		if n := openings(changes) - len(spans); n > 0 {
+			t.Errorf("the breaker opened %d times, no stall explaining it, with every reply within the deadline", n)
+		}
+		return
+	}
+	if wrong != 0 {
+		t.Errorf("%d of %d decisions during the fault came from Redis, want none", wrong, during)
+	}
+	if len(changes) == 0 || changes[0].to != core.BreakerOpen || changes[0].at.After(r.lifted) {
+		t.Errorf("%d breaker changes: want the first an opening before the fault was lifted", len(changes))
+	}
+	r.checkRecovery()
+}
+
+// checkRecovery checks that decisions came back to Redis within
+// netFaultBack of the fault's lifting and that the breaker closed; and
+// that every decision begun after it closed came from Redis, unless a
+// stall of the process or of Redis explains it, or an opening of the
+// breaker that such a stall explains.
+func (r *netFaultRun) checkRecovery() {
+	t := r.t
+	var back time.Time
+	for _, o := range r.outcomes {
+		end := o.at.Add(o.took)
+		if o.at.After(r.lifted) && o.err == nil && !o.degraded && (back.IsZero() || end.Before(back)) {
+			back = end
+		}
+	}
+	if back.IsZero() {
+		t.Fatal("no decision came from Redis after the fault was lifted")
+	}
+	changes := r.breakerChanges()
+	closed, ok := r.closedAfterLift(changes)
+	if !ok {
+		t.Fatalf("breaker not closed %v after the fault was lifted; the store's errors since: %s", 2*netFaultBack, r.errorsSince(r.lifted))
+	}
+	t.Logf("back on Redis %v after the fault was lifted; breaker closed %v after it; %d breaker changes in all",
+		back.Sub(r.lifted).Round(time.Millisecond), closed.Sub(r.lifted).Round(time.Millisecond), len(changes))
+	if d := back.Sub(r.lifted); d > netFaultBack {
+		t.Errorf("decisions came back to Redis %v after the fault was lifted, want within %v", d, netFaultBack)
+	}
+	spans := r.excused(changes)
+	var late, wrong, excused int
+	for _, o := range r.outcomes {
+		if !o.at.After(closed) {
+			continue
+		}
+		late++
+		if !o.degraded && o.err == nil {
+			continue
+		}
+		if r.stalled(o) > 0 || within(o.at, spans) {
+			excused++
+		} else {
+			wrong++
+		}
+	}
+	if excused > 0 {
+		t.Logf("%d of %d decisions after the breaker closed were degraded, each excused by a stall of the process or of Redis", excused, late)
+	}
+	if wrong != 0 {
+		t.Errorf("%d of %d decisions after the breaker closed were degraded, no stall explaining them: %s", wrong, late, r.errorsSince(closed))
+	}
+	if late == 0 {
+		t.Error("no decision after the breaker closed")
+	}
+}
+
+// closedAfterLift returns when the breaker first closed after the fault
+// was lifted, or the lifting itself if the breaker was closed then: under
+// a stall a probe may get through the fault.
+func (r *netFaultRun) closedAfterLift(changes []breakerChange) (time.Time, bool) {
+	closedAtLift := false
+	for _, c := range changes {
+		if c.at.After(r.lifted) {
+			if closedAtLift {
+				return r.lifted, true
+			}
+			if c.to == core.BreakerClosed {
+				return c.at, true
+			}
+			continue
+		}
+		closedAtLift = c.to == core.BreakerClosed
+	}
+	return r.lifted, closedAtLift
+}
+
+// errorsSince sums up the store's errors since from: how many of each.
+func (r *netFaultRun) errorsSince(from time.Time) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	counts := map[string]int{}
+	for _, e := range r.errs {
+		if e.at.After(from) {
+			counts[e.err.Error()]++
+		}
+	}
+	return fmt.Sprint(counts)
+}
