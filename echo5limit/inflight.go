@@ -42,7 +42,7 @@ func InFlight(l *inflight.Limiter, rule inflight.Rule, opts ...Option) (echo.Mid
 			if h.skipper != nil && h.skipper(c) {
 				return next(c)
 			}
-			out := g.Enter(request{c}) // one pointer: the view costs no allocation
+			out := g.Enter(request{c})                     // one pointer: the view costs no allocation
 			defer out.Lease.Release(c.Request().Context()) // a failure goes to the Limiter's OnError
 			out.SetHTTP(c.Response().Header())
 			switch {
