@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/inflight"
+	"github.com/ratekit/ratekit/internal/redistest"
 )
 
 // InFlightHarness is what [RunInFlight] needs of one adapter's concurrency
@@ -444,5 +446,39 @@ func InFlightRejectsOptions[O, M any](t *testing.T, pkg string,
 			}()
 			mustNew(l, InFlightRule("r", 1), opt)
 		})
+	}
+}
+
+// BenchInFlight returns an inflight.Limiter over a redis-server of its own,
+// failing closed, so that a request Redis did not decide fails the
+// benchmark (503) instead of being capped locally; a rule keyed by
+// ClientKey whose cap no benchmark reaches; and done, which the benchmark
+// calls after its loop: it fails unless the rule was consulted for each of
+// the b.N requests and every slot was given back.
+func BenchInFlight(b *testing.B) (l *inflight.Limiter, rule inflight.Rule, done func()) {
+	b.Helper()
+	redistest.Require(b)
+	// as recommended: a client that keeps the deadline itself needs no
+	// goroutine per call
+	rdb := redistest.StartServer(b).Client(b, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	l, err := inflight.New(rdb, inflight.WithFailurePolicy(core.FailClosed), inflight.WithTimeout(time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	var consulted atomic.Int64
+	key := ClientKey()
+	rule = inflight.Rule{Name: "bench", Limit: 1 << 20, Key: func(r core.Request) (string, error) {
+		consulted.Add(1)
+		return key(r)
+	}}
+	return l, rule, func() {
+		b.Helper()
+		if got := consulted.Load(); got != int64(b.N) {
+			b.Fatalf("the rule was consulted %d times in %d requests", got, b.N)
+		}
+		if n, err := rdb.DBSize(context.Background()).Result(); err != nil || n != 0 {
+			b.Fatalf("%d keys left in Redis (%v): slots were not given back", n, err)
+		}
 	}
 }
