@@ -15,15 +15,9 @@ import (
 // inFlightHarness builds Echo apps for the concurrency suite.
 var inFlightHarness = adaptertest.InFlightHarness{
 	New: func(_ testing.TB, l *inflight.Limiter, rule inflight.Rule, s adaptertest.InFlightSetup) (adaptertest.App, error) {
-		opts := inFlightOptions(s)
-		var mw echo.MiddlewareFunc
-		if s.Must {
-			mw = echo5limit.MustInFlight(l, rule, opts...)
-		} else {
-			var err error
-			if mw, err = echo5limit.InFlight(l, rule, opts...); err != nil {
-				return nil, err
-			}
+		mw, err := adaptertest.MakeInFlight(s, echo5limit.InFlight, echo5limit.MustInFlight, l, rule, inFlightOptions(s))
+		if err != nil {
+			return nil, err
 		}
 		h := func(c *echo.Context) error {
 			if s.Handler != nil {

@@ -15,15 +15,9 @@ import (
 // handler's panic leaves the app's fasthttp handler, called directly.
 var inFlightHarness = adaptertest.InFlightHarness{
 	New: func(_ testing.TB, l *inflight.Limiter, rule inflight.Rule, s adaptertest.InFlightSetup) (adaptertest.App, error) {
-		opts := inFlightOptions(s)
-		var mw fiber.Handler
-		if s.Must {
-			mw = fiber3limit.MustInFlight(l, rule, opts...)
-		} else {
-			var err error
-			if mw, err = fiber3limit.InFlight(l, rule, opts...); err != nil {
-				return nil, err
-			}
+		mw, err := adaptertest.MakeInFlight(s, fiber3limit.InFlight, fiber3limit.MustInFlight, l, rule, inFlightOptions(s))
+		if err != nil {
+			return nil, err
 		}
 		h := func(c fiber.Ctx) error {
 			if s.Handler != nil {

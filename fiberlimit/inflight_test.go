@@ -18,15 +18,9 @@ import (
 // into a 500.
 var inFlightHarness = adaptertest.InFlightHarness{
 	New: func(tb testing.TB, l *inflight.Limiter, rule inflight.Rule, s adaptertest.InFlightSetup) (adaptertest.App, error) {
-		opts := inFlightOptions(s)
-		var mw fiber.Handler
-		if s.Must {
-			mw = fiberlimit.MustInFlight(l, rule, opts...)
-		} else {
-			var err error
-			if mw, err = fiberlimit.InFlight(l, rule, opts...); err != nil {
-				return nil, err
-			}
+		mw, err := adaptertest.MakeInFlight(s, fiberlimit.InFlight, fiberlimit.MustInFlight, l, rule, inFlightOptions(s))
+		if err != nil {
+			return nil, err
 		}
 		h := func(c *fiber.Ctx) error {
 			if s.Handler != nil {

@@ -15,15 +15,9 @@ import (
 // inFlightHarness builds Gin apps for the concurrency suite.
 var inFlightHarness = adaptertest.InFlightHarness{
 	New: func(_ testing.TB, l *inflight.Limiter, rule inflight.Rule, s adaptertest.InFlightSetup) (adaptertest.App, error) {
-		opts := inFlightOptions(s)
-		var mw gin.HandlerFunc
-		if s.Must {
-			mw = ginlimit.MustInFlight(l, rule, opts...)
-		} else {
-			var err error
-			if mw, err = ginlimit.InFlight(l, rule, opts...); err != nil {
-				return nil, err
-			}
+		mw, err := adaptertest.MakeInFlight(s, ginlimit.InFlight, ginlimit.MustInFlight, l, rule, inFlightOptions(s))
+		if err != nil {
+			return nil, err
 		}
 		h := func(c *gin.Context) {
 			if s.Handler != nil {

@@ -58,14 +58,9 @@ func inFlightHarness(stream bool) adaptertest.InFlightHarness {
 func suiteCall(l *inflight.Limiter, rule inflight.Rule, s adaptertest.InFlightSetup, stream bool) (func(ctx context.Context, method string, handler func(context.Context)) error, error) {
 	opts := inFlightOptions(s)
 	if stream {
-		var x grpc.StreamServerInterceptor
-		if s.Must {
-			x = grpclimit.MustInFlightStreamServerInterceptor(l, rule, opts...)
-		} else {
-			var err error
-			if x, err = grpclimit.InFlightStreamServerInterceptor(l, rule, opts...); err != nil {
-				return nil, err
-			}
+		x, err := adaptertest.MakeInFlight(s, grpclimit.InFlightStreamServerInterceptor, grpclimit.MustInFlightStreamServerInterceptor, l, rule, opts)
+		if err != nil {
+			return nil, err
 		}
 		return func(ctx context.Context, method string, handler func(context.Context)) error {
 			return x(nil, fakeStream{ctx: ctx}, &grpc.StreamServerInfo{FullMethod: method}, func(_ any, ss grpc.ServerStream) error {
@@ -74,14 +69,9 @@ func suiteCall(l *inflight.Limiter, rule inflight.Rule, s adaptertest.InFlightSe
 			})
 		}, nil
 	}
-	var x grpc.UnaryServerInterceptor
-	if s.Must {
-		x = grpclimit.MustInFlightUnaryServerInterceptor(l, rule, opts...)
-	} else {
-		var err error
-		if x, err = grpclimit.InFlightUnaryServerInterceptor(l, rule, opts...); err != nil {
-			return nil, err
-		}
+	x, err := adaptertest.MakeInFlight(s, grpclimit.InFlightUnaryServerInterceptor, grpclimit.MustInFlightUnaryServerInterceptor, l, rule, opts)
+	if err != nil {
+		return nil, err
 	}
 	return func(ctx context.Context, method string, handler func(context.Context)) error {
 		_, err := x(ctx, nil, &grpc.UnaryServerInfo{FullMethod: method}, func(ctx context.Context, _ any) (any, error) {

@@ -30,14 +30,9 @@ func newSuiteApp(_ testing.TB, l *inflight.Limiter, rule inflight.Rule, s adapte
 			write(w, s.Error(err, w.Header().Get(adapter.HeaderRetryAfter)))
 		}))
 	}
-	var mw func(http.Handler) http.Handler
-	if s.Must {
-		mw = inflight.MustMiddleware(l, rule, opts...)
-	} else {
-		var err error
-		if mw, err = inflight.Middleware(l, rule, opts...); err != nil {
-			return nil, err
-		}
+	mw, err := adaptertest.MakeInFlight(s, inflight.Middleware, inflight.MustMiddleware, l, rule, opts)
+	if err != nil {
+		return nil, err
 	}
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.Handler != nil {

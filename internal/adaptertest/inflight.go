@@ -482,3 +482,17 @@ func BenchInFlight(b *testing.B) (l *inflight.Limiter, rule inflight.Rule, done 
 		}
 	}
 }
+
+// MakeInFlight returns the concurrency middleware of l and rule with opts,
+// made by newFn, or by mustNew when s.Must: what every harness's New does
+// first.
+func MakeInFlight[O, M any](s InFlightSetup,
+	newFn func(*inflight.Limiter, inflight.Rule, ...O) (M, error),
+	mustNew func(*inflight.Limiter, inflight.Rule, ...O) M,
+	l *inflight.Limiter, rule inflight.Rule, opts []O,
+) (M, error) {
+	if s.Must {
+		return mustNew(l, rule, opts...), nil
+	}
+	return newFn(l, rule, opts...)
+}
