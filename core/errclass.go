@@ -2,9 +2,10 @@ package core
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/internal/rediserr"
 )
 
 // ErrKeyRejected is wrapped by the error of a decision that Redis refused
@@ -19,30 +20,9 @@ import (
 // take such a key for absent and start it afresh.
 var ErrKeyRejected = errors.New("ratekit: redis rejected the call's keys")
 
-// serverErrors are the prefixes of Redis error replies that tell of the
-// server's state, not of one call: each is an outage of the store for as
-// long as it lasts.
-var serverErrors = []string{
-	"OOM", "LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
-	"BUSY", "NOREPLICAS", "MISCONF", "NOAUTH", "WRONGPASS", "NOPERM",
-	"MOVED", "ASK", "NOSCRIPT",
-}
-
 // keyError reports whether err is an error reply of Redis about the call
 // itself rather than the server (see [ErrKeyRejected]).
-func keyError(err error) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return false
-	}
-	msg := rerr.Error()
-	for _, p := range serverErrors {
-		if strings.HasPrefix(msg, p) {
-			return false
-		}
-	}
-	return true
-}
+func keyError(err error) bool { return rediserr.KeyError(err) }
 
 // outOfMemory reports whether err is Redis refusing a write for want of
 // memory: maxmemory reached under the noeviction policy.

@@ -2,7 +2,6 @@ package core
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
 )
@@ -38,49 +37,6 @@ func FuzzParseReply(f *testing.F) {
 			if r.Allowed && r.RetryAfter != 0 || r.RetryAfter < -1 || r.ResetAfter < 0 {
 				t.Fatalf("result %d: inconsistent %+v", i, r)
 			}
-		}
-	})
-}
-
-// FuzzKey checks the key builder: no panic, the hash tag is exactly the
-// (possibly hashed) identity, and two identities never share a key.
-func FuzzKey(f *testing.F) {
-	f.Add("ip:192.0.2.1", "user:42")
-	f.Add("{evil}", "evil")
-	f.Add("a}b{c", "a")
-	f.Add("#0123", "#0123x")
-	f.Add(strings.Repeat("x", 200), strings.Repeat("x", 128))
-	f.Add("user:\x00", "user:")
-	f.Add("", "ip:::1")
-	f.Fuzz(func(t *testing.T, id1, id2 string) {
-		k1, err1 := key("rk:", "rule", id1)
-		k2, err2 := key("rk:", "rule", id2)
-		for _, c := range []struct {
-			id, key string
-			err     error
-		}{{id1, k1, err1}, {id2, k2, err2}} {
-			if c.id == "" {
-				if !errors.Is(c.err, ErrInvalidIdentity) {
-					t.Fatalf("empty identity: err = %v", c.err)
-				}
-				continue
-			}
-			if c.err != nil {
-				t.Fatalf("Key(%q): %v", c.id, c.err)
-			}
-			tag := hashTag(c.key)
-			if !strings.HasPrefix(c.key, "rk:rule:{") || c.key != "rk:rule:{"+tag+"}" {
-				t.Fatalf("Key(%q) = %q: hash tag %q is not the whole identity", c.id, c.key, tag)
-			}
-			if tag != c.id && !(tag[0] == '#' && len(tag) == 65) {
-				t.Fatalf("Key(%q) = %q: identity neither kept nor hashed", c.id, c.key)
-			}
-			if len(c.key) > len("rk:rule:{}")+MaxIdentityLen+1 {
-				t.Fatalf("Key(%q) is %d bytes long", c.id, len(c.key))
-			}
-		}
-		if err1 == nil && err2 == nil && id1 != id2 && k1 == k2 {
-			t.Fatalf("identities %q and %q share key %q", id1, id2, k1)
 		}
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/internal/storekey"
 )
 
 // Test helpers, exported so that the external tests (package core_test)
@@ -63,13 +65,13 @@ func (l *Limiter) decideGroup(ctx context.Context, checks []Check, n int, result
 // KeyOf returns the storage key of identity under rule with prefix, as a
 // Limiter with that prefix builds it.
 func KeyOf(prefix, rule, identity string) (string, error) {
-	if err := validateName("prefix", prefix, true); err != nil {
+	if err := storekey.ValidateName("prefix", prefix, true); err != nil {
 		return "", err
 	}
-	if err := validateName("rule name", rule, false); err != nil {
+	if err := storekey.ValidateName("rule name", rule, false); err != nil {
 		return "", err
 	}
-	return key(prefix, rule, identity)
+	return storekey.Key(prefix, rule, identity)
 }
 
 // Redact returns the redacted form of an identity, as the debug log writes

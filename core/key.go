@@ -1,82 +1,17 @@
 package core
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
-	"fmt"
-)
+import "github.com/ratekit/ratekit/internal/storekey"
 
 // ErrInvalidIdentity is returned, wrapped, for an empty identity.
-var ErrInvalidIdentity = errors.New("ratekit: invalid identity")
+var ErrInvalidIdentity = storekey.ErrInvalidIdentity
 
 // ErrInvalidName is returned, wrapped, for a rule name or key prefix that
 // cannot be part of a storage key.
-var ErrInvalidName = errors.New("ratekit: invalid name")
+var ErrInvalidName = storekey.ErrInvalidName
 
 // MaxIdentityLen is the longest identity kept as it is in a storage key;
 // longer identities are replaced by a hash of themselves.
-const MaxIdentityLen = 128
+const MaxIdentityLen = storekey.MaxIdentityLen
 
 // MaxNameLen is the longest rule name or key prefix accepted.
-const MaxNameLen = 128
-
-// hashedMark starts every hashed identity. Raw identities that start with it
-// are hashed too, so a hashed form can never be forged by a raw identity.
-const hashedMark = '#'
-
-// key returns the storage key of identity under rule:
-//
-//	prefix + rule + ":{" + identity + "}"
-//
-// The identity sits in a Redis Cluster hash tag, so every key of one identity
-// maps to one slot and can be checked in one script call. An identity that
-// contains '{', '}' or a control byte, that starts with '#', or that is
-// longer than [MaxIdentityLen] bytes is replaced by "#" and the hex SHA-256
-// of itself: no input can steer the slot of its key or collide with another
-// identity. key returns an error wrapping [ErrInvalidIdentity] for an empty
-// identity; prefix and rule are validated by the caller.
-func key(prefix, rule, identity string) (string, error) {
-	if identity == "" {
-		return "", fmt.Errorf("%w: empty identity for rule %q", ErrInvalidIdentity, rule)
-	}
-	if needsHash(identity) {
-		sum := sha256.Sum256([]byte(identity))
-		var buf [1 + 2*sha256.Size]byte
-		buf[0] = hashedMark
-		hex.Encode(buf[1:], sum[:])
-		identity = string(buf[:])
-	}
-	return prefix + rule + ":{" + identity + "}", nil
-}
-
-func needsHash(identity string) bool {
-	if len(identity) > MaxIdentityLen || identity[0] == hashedMark {
-		return true
-	}
-	for i := 0; i < len(identity); i++ {
-		if c := identity[i]; c == '{' || c == '}' || c < 0x20 || c == 0x7f {
-			return true
-		}
-	}
-	return false
-}
-
-// validateName returns nil if s can serve as a key prefix or rule name: at
-// most [MaxNameLen] bytes, without '{', '}' or control bytes (a brace would
-// move the Cluster hash tag away from the identity), and not empty unless
-// emptyOK. The error wraps [ErrInvalidName] and names what is wrong.
-func validateName(what, s string, emptyOK bool) error {
-	switch {
-	case s == "" && !emptyOK:
-		return fmt.Errorf("%w: empty %s", ErrInvalidName, what)
-	case len(s) > MaxNameLen:
-		return fmt.Errorf("%w: %s longer than %d bytes", ErrInvalidName, what, MaxNameLen)
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '{' || c == '}' || c < 0x20 || c == 0x7f {
-			return fmt.Errorf("%w: %s %q contains %q", ErrInvalidName, what, s, c)
-		}
-	}
-	return nil
-}
+const MaxNameLen = storekey.MaxNameLen

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/ratekit/ratekit/internal/storekey"
 )
 
 // ErrUnavailable is returned, wrapping the store's own error, when the store
@@ -55,7 +57,7 @@ type Rule struct {
 // validateRule returns nil if the rule can be enforced, or an error that
 // says what is wrong with it.
 func validateRule(r *Rule) error {
-	if err := validateName("rule name", r.Name, false); err != nil {
+	if err := storekey.ValidateName("rule name", r.Name, false); err != nil {
 		return err
 	}
 	if r.Key == nil {
@@ -278,10 +280,10 @@ func (l *Limiter) mono() int64 { return l.now() }
 // StorageKey returns the storage key of identity under the named rule, as
 // this Limiter builds it: prefix + rule + ":{" + identity + "}".
 func (l *Limiter) StorageKey(rule, identity string) (string, error) {
-	if err := validateName("rule name", rule, false); err != nil {
+	if err := storekey.ValidateName("rule name", rule, false); err != nil {
 		return "", err
 	}
-	return key(l.prefix, rule, identity)
+	return storekey.Key(l.prefix, rule, identity)
 }
 
 // mostRestrictive picks the result that drives the X-RateLimit-* headers:

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/ratekit/ratekit/internal/storekey"
 )
 
 // Option configures a [Limiter] or a store. One option type serves every
@@ -240,7 +242,7 @@ func WithPrefix(prefix string) Option {
 		if err != nil {
 			return err
 		}
-		if err := validateName("prefix", prefix, true); err != nil {
+		if err := storekey.ValidateName("prefix", prefix, true); err != nil {
 			return err
 		}
 		l.prefix = prefix

@@ -15,3 +15,9 @@ func BenchmarkLimited(b *testing.B) {
 	l, rules := adaptertest.BenchLimiter(b)
 	adaptertest.BenchmarkHTTP(b, newEcho(echo5limit.MustNew(l, rules)), true)
 }
+
+func BenchmarkInFlight(b *testing.B) {
+	l, rule, done := adaptertest.BenchInFlight(b)
+	adaptertest.BenchmarkHTTP(b, newEcho(echo5limit.MustInFlight(l, rule)), false)
+	done()
+}

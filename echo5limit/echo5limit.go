@@ -21,11 +21,15 @@
 // pattern is there in a global middleware too. The store sees
 // c.Request().Context(). Key and cost functions over the *echo.Context are
 // made with [Key] and [Cost].
+//
+// [InFlight] caps how many requests run at once instead (package
+// inflight), with the same options but for its denied handler.
 package echo5limit
 
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/labstack/echo/v5"
 
@@ -38,6 +42,9 @@ import (
 // 429 with Retry-After. It returns an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (echo.MiddlewareFunc, error) {
 	m, h, err := adapter.Build("echo5limit", l, rules, opts)
+	if err == nil && h.inFlightDenied != nil {
+		err = fmt.Errorf("echo5limit: New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
+	"github.com/ratekit/ratekit/inflight"
 )
 
 // Option configures a middleware. Options are sealed: only this package
@@ -13,9 +14,10 @@ type Option = adapter.Option[hooks]
 
 // hooks are what this package's own options set, in Echo v5's types.
 type hooks struct {
-	skipper func(*echo.Context) bool
-	denied  func(*echo.Context, core.Decision) error
-	onError func(*echo.Context, error) error
+	skipper        func(*echo.Context) bool
+	denied         func(*echo.Context, core.Decision) error
+	inFlightDenied func(*echo.Context, inflight.Result) error
+	onError        func(*echo.Context, error) error
 }
 
 // WithSkipper makes the middleware pass requests for which skipper reports

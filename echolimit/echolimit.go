@@ -12,17 +12,22 @@
 // pattern is there in a global middleware too. The store sees
 // c.Request().Context(). Key and cost functions over the echo.Context are
 // made with [Key] and [Cost].
+//
+// [InFlight] caps how many requests run at once instead (package
+// inflight), with the same options but for its denied handler.
 package echolimit
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
+	"github.com/ratekit/ratekit/inflight"
 )
 
 // Option configures a middleware. Options are sealed: only this package
@@ -31,9 +36,10 @@ type Option = adapter.Option[hooks]
 
 // hooks are what this package's own options set, in Echo's types.
 type hooks struct {
-	skipper func(echo.Context) bool
-	denied  func(echo.Context, core.Decision) error
-	onError func(echo.Context, error) error
+	skipper        func(echo.Context) bool
+	denied         func(echo.Context, core.Decision) error
+	inFlightDenied func(echo.Context, inflight.Result) error
+	onError        func(echo.Context, error) error
 }
 
 // WithSkipper makes the middleware pass requests for which skipper reports
@@ -86,6 +92,9 @@ func WithNoIdentity(policy adapter.NoIdentityPolicy) Option {
 // 429 with Retry-After. It returns an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (echo.MiddlewareFunc, error) {
 	m, h, err := adapter.Build("echolimit", l, rules, opts)
+	if err == nil && h.inFlightDenied != nil {
+		err = fmt.Errorf("echolimit: New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -5,8 +5,12 @@ import (
 	"log"
 	"net/http"
 
+	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 
+	"github.com/ratekit/ratekit/ginlimit"
+	"github.com/ratekit/ratekit/grpclimit"
 	"github.com/ratekit/ratekit/inflight"
 	"github.com/ratekit/ratekit/keyfuncs"
 )
@@ -29,4 +33,33 @@ func Example_inflight() {
 	exports := inflight.MustMiddleware(limiter, inflight.Rule{Name: "exports", Limit: 2, Key: clientIP})
 	mux.Handle("GET /export", exports(exportHandler))
 	// snippet:end
+}
+
+// The concurrency limit in a framework's middleware and in gRPC
+// interceptors: the same limiter, one rule each.
+func Example_inflightAdapters() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	limiter, err := inflight.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	clientIP, err := keyfuncs.IP()
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := gin.New()
+	upload := func(c *gin.Context) { c.String(http.StatusOK, "stored") }
+	// snippet:inflight-adapters
+	// at most 4 uploads per client at once, in Gin
+	uploads := inflight.Rule{Name: "uploads", Limit: 4, Key: clientIP}
+	r.POST("/upload", ginlimit.MustInFlight(limiter, uploads), upload)
+
+	// at most 100 calls at once on a gRPC server; a stream holds its slot while open
+	calls := inflight.Rule{Name: "calls", Limit: 100, Key: keyfuncs.Static("server")}
+	srv := grpc.NewServer(
+		grpc.ChainUnaryInterceptor(grpclimit.MustInFlightUnaryServerInterceptor(limiter, calls)),
+		grpc.ChainStreamInterceptor(grpclimit.MustInFlightStreamServerInterceptor(limiter, calls)),
+	)
+	// snippet:end
+	_ = srv
 }

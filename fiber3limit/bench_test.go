@@ -41,3 +41,9 @@ func BenchmarkLimited(b *testing.B) {
 	l, rules := adaptertest.BenchLimiter(b)
 	benchmark(b, newApp(fiber3limit.MustNew(l, rules)), true)
 }
+
+func BenchmarkInFlight(b *testing.B) {
+	l, rule, done := adaptertest.BenchInFlight(b)
+	benchmark(b, newApp(fiber3limit.MustInFlight(l, rule)), false)
+	done()
+}

@@ -32,11 +32,15 @@
 // the request: context.Background() unless a handler before the middleware
 // set one with c.SetContext, as Fiber's timeout middleware does. Key and
 // cost functions over the fiber.Ctx are made with [Key] and [Cost].
+//
+// [InFlight] caps how many requests run at once instead (package
+// inflight), with the same options but for its denied handler.
 package fiber3limit
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -51,6 +55,9 @@ import (
 // with Retry-After. It returns an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (fiber.Handler, error) {
 	m, h, err := adapter.Build("fiber3limit", l, rules, opts)
+	if err == nil && h.inFlightDenied != nil {
+		err = fmt.Errorf("fiber3limit: New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
+	}
 	if err != nil {
 		return nil, err
 	}

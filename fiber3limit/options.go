@@ -5,6 +5,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
+	"github.com/ratekit/ratekit/inflight"
 )
 
 // Option configures a middleware. Options are sealed: only this package
@@ -13,9 +14,10 @@ type Option = adapter.Option[hooks]
 
 // hooks are what this package's own options set, in Fiber v3's types.
 type hooks struct {
-	next    func(fiber.Ctx) bool
-	denied  func(fiber.Ctx, core.Decision) error
-	onError func(fiber.Ctx, error) error
+	next           func(fiber.Ctx) bool
+	denied         func(fiber.Ctx, core.Decision) error
+	inFlightDenied func(fiber.Ctx, inflight.Result) error
+	onError        func(fiber.Ctx, error) error
 }
 
 // WithNext makes the middleware pass requests for which next reports true

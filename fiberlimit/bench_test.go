@@ -42,3 +42,9 @@ func BenchmarkLimited(b *testing.B) {
 	l, rules := adaptertest.BenchLimiter(b)
 	benchmark(b, newApp(fiberlimit.MustNew(l, rules)), true)
 }
+
+func BenchmarkInFlight(b *testing.B) {
+	l, rule, done := adaptertest.BenchInFlight(b)
+	benchmark(b, newApp(fiberlimit.MustInFlight(l, rule)), false)
+	done()
+}

@@ -18,11 +18,15 @@
 // or on a group sees its own prefix as the pattern, so a key that needs the
 // final route's pattern belongs to a middleware added on that route. The
 // store sees c.UserContext().
+//
+// [InFlight] caps how many requests run at once instead (package
+// inflight), with the same options but for its denied handler.
 package fiberlimit
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 
@@ -30,6 +34,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
+	"github.com/ratekit/ratekit/inflight"
 )
 
 // Option configures a middleware. Options are sealed: only this package
@@ -38,9 +43,10 @@ type Option = adapter.Option[hooks]
 
 // hooks are what this package's own options set, in Fiber's types.
 type hooks struct {
-	next    func(*fiber.Ctx) bool
-	denied  func(*fiber.Ctx, core.Decision) error
-	onError func(*fiber.Ctx, error) error
+	next           func(*fiber.Ctx) bool
+	denied         func(*fiber.Ctx, core.Decision) error
+	inFlightDenied func(*fiber.Ctx, inflight.Result) error
+	onError        func(*fiber.Ctx, error) error
 }
 
 // WithNext makes the middleware pass requests for which next reports true
@@ -92,6 +98,9 @@ func WithNoIdentity(policy adapter.NoIdentityPolicy) Option {
 // with Retry-After. It returns an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (fiber.Handler, error) {
 	m, h, err := adapter.Build("fiberlimit", l, rules, opts)
+	if err == nil && h.inFlightDenied != nil {
+		err = fmt.Errorf("fiberlimit: New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
+	}
 	if err != nil {
 		return nil, err
 	}

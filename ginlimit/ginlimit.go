@@ -11,16 +11,21 @@
 // any middleware runs, so the pattern is there even in a global middleware.
 // The store sees c.Request.Context(). Key and cost functions over the
 // *gin.Context are made with [Key] and [Cost].
+//
+// [InFlight] caps how many requests run at once instead (package
+// inflight), with the same options but for its denied handler.
 package ginlimit
 
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
+	"github.com/ratekit/ratekit/inflight"
 )
 
 // Option configures a middleware. Options are sealed: only this package
@@ -29,9 +34,10 @@ type Option = adapter.Option[hooks]
 
 // hooks are what this package's own options set, in Gin's types.
 type hooks struct {
-	skip    func(*gin.Context) bool
-	denied  func(*gin.Context, core.Decision)
-	onError func(*gin.Context, error)
+	skip           func(*gin.Context) bool
+	denied         func(*gin.Context, core.Decision)
+	inFlightDenied func(*gin.Context, inflight.Result)
+	onError        func(*gin.Context, error)
 }
 
 // WithSkip makes the middleware pass requests for which skip reports true
@@ -82,6 +88,9 @@ func WithNoIdentity(policy adapter.NoIdentityPolicy) Option {
 // and Retry-After. It returns an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (gin.HandlerFunc, error) {
 	m, h, err := adapter.Build("ginlimit", l, rules, opts)
+	if err == nil && h.inFlightDenied != nil {
+		err = fmt.Errorf("ginlimit: New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -80,16 +80,28 @@
 // methods by a selector): each decides on its own, and the response
 // describes the rules of all of them, merged as [adapter.Headers.Set]
 // merges them.
+//
+// # Concurrency limits
+//
+// [InFlightUnaryServerInterceptor] and [InFlightStreamServerInterceptor]
+// cap how many calls run at once instead (package inflight): a call beyond
+// the cap fails with codes.ResourceExhausted, a RetryInfo of
+// [inflight.DefaultRetryAfter] and a QuotaFailure naming the rule; a call
+// that gets a slot holds it until its handler returns, or panics, and a
+// stream holds it for as long as it is open. The health service is never
+// limited there either.
 package grpclimit
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"google.golang.org/grpc"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
+	"github.com/ratekit/ratekit/inflight"
 )
 
 // HealthService is the full name of the standard gRPC health service,
@@ -105,9 +117,10 @@ type Option = adapter.Option[hooks]
 
 // hooks are what this package's own options set, in gRPC's terms.
 type hooks struct {
-	skip    func(ctx context.Context, fullMethod string) bool
-	denied  func(ctx context.Context, fullMethod string, d core.Decision) error
-	onError func(ctx context.Context, fullMethod string, err error) error
+	skip           func(ctx context.Context, fullMethod string) bool
+	denied         func(ctx context.Context, fullMethod string, d core.Decision) error
+	inFlightDenied func(ctx context.Context, fullMethod string, res inflight.Result) error
+	onError        func(ctx context.Context, fullMethod string, err error) error
 }
 
 // WithSkip makes the interceptor pass calls for which skip reports true
@@ -244,6 +257,9 @@ type interceptor struct {
 
 func newInterceptor(l *core.Limiter, rules []core.Rule, opts []Option) (*interceptor, error) {
 	m, h, err := adapter.Build("grpclimit", l, rules, opts)
+	if err == nil && h.inFlightDenied != nil {
+		err = fmt.Errorf("grpclimit: %w: WithInFlightDeniedHandler is for the InFlight interceptors", adapter.ErrOptionMismatch)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +268,13 @@ func newInterceptor(l *core.Limiter, rules []core.Rule, opts []Option) (*interce
 
 // skip reports whether a call goes to its handler unlimited.
 func (x *interceptor) skip(ctx context.Context, fullMethod string) bool {
-	return strings.HasPrefix(fullMethod, healthPrefix) || (x.h.skip != nil && x.h.skip(ctx, fullMethod))
+	return x.h.skips(ctx, fullMethod)
+}
+
+// skips reports whether a call goes to its handler unlimited: the health
+// service's, and those that the WithSkip function skips.
+func (h *hooks) skips(ctx context.Context, fullMethod string) bool {
+	return strings.HasPrefix(fullMethod, healthPrefix) || (h.skip != nil && h.skip(ctx, fullMethod))
 }
 
 // check decides a call, adds its rate-limit fields to p, and returns nil if

@@ -1,8 +1,6 @@
 package inflight
 
 import (
-	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
+	"github.com/ratekit/ratekit/internal/storekey"
 )
 
 // Rule is one concurrency limit applied to requests: at most Limit
@@ -36,7 +35,7 @@ type Rule struct {
 // Validate returns nil if the rule can be enforced, or an error that says
 // what is wrong with it.
 func (r *Rule) Validate() error {
-	if err := validateName("rule name", r.Name, false); err != nil {
+	if err := storekey.ValidateName("rule name", r.Name, false); err != nil {
 		return err
 	}
 	if r.Key == nil {
@@ -88,10 +87,10 @@ func NewGuard(l *Limiter, rule Rule, cfg adapter.Config) (*Guard, error) {
 	}
 	return &Guard{
 		l: l, rule: rule, cfg: cfg,
-		limited:    problem(http.StatusTooManyRequests, "Too many requests of this client are in progress; retry after the number of seconds in Retry-After."),
-		failClosed: problem(cfg.FailClosedStatus, "The concurrency limiter cannot decide right now; retry after the number of seconds in Retry-After."),
-		noIdentity: problem(http.StatusUnauthorized, "The request does not identify its client, which this route requires."),
-		failed:     problem(http.StatusInternalServerError, "The concurrency limiter failed."),
+		limited:    adapter.Problem(http.StatusTooManyRequests, "Too many requests of this client are in progress; retry after the number of seconds in Retry-After."),
+		failClosed: adapter.Problem(cfg.FailClosedStatus, "The concurrency limiter cannot decide right now; retry after the number of seconds in Retry-After."),
+		noIdentity: adapter.Problem(http.StatusUnauthorized, "The request does not identify its client, which this route requires."),
+		failed:     adapter.Problem(http.StatusInternalServerError, "The concurrency limiter failed."),
 	}, nil
 }
 
@@ -194,19 +193,4 @@ func (g *Guard) Enter(req core.Request) Outcome {
 		return Outcome{Status: g.cfg.FailClosedStatus, Result: res, Err: err, Body: g.failClosed}
 	}
 	return Outcome{Status: http.StatusInternalServerError, Result: res, Err: err, Body: g.failed}
-}
-
-// problem returns an RFC 9457 problem details body, shaped like the
-// rate-limiting adapters' own.
-func problem(status int, detail string) []byte {
-	b, err := json.Marshal(struct {
-		Type   string `json:"type"`
-		Title  string `json:"title"`
-		Status int    `json:"status"`
-		Detail string `json:"detail"`
-	}{"about:blank", cmp.Or(http.StatusText(status), "Error"), status, detail})
-	if err != nil {
-		panic(err) // cannot happen: every field is a string or an int
-	}
-	return b
 }

@@ -6,13 +6,13 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/rediserr"
 )
 
 var (
@@ -246,7 +246,7 @@ func (l *Limiter) failed(ctx context.Context, key string, limit int, err error) 
 		return nil, Result{}, fmt.Errorf("ratekit: inflight: %w", ctx.Err())
 	}
 	l.report(err)
-	if keyError(err) {
+	if rediserr.KeyError(err) {
 		return nil, Result{}, fmt.Errorf("%w: %w", core.ErrKeyRejected, err)
 	}
 	switch l.policy {
@@ -271,28 +271,4 @@ func (l *Limiter) report(err error) {
 	if l.onError != nil {
 		l.onError(err)
 	}
-}
-
-// serverErrors are the prefixes of Redis error replies that tell of the
-// server's state, not of one call (as core classifies them).
-var serverErrors = []string{
-	"OOM", "LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
-	"BUSY", "NOREPLICAS", "MISCONF", "NOAUTH", "WRONGPASS", "NOPERM",
-	"MOVED", "ASK", "NOSCRIPT",
-}
-
-// keyError reports whether err is an error reply about the call itself,
-// such as WRONGTYPE, rather than about the server.
-func keyError(err error) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
-		return false
-	}
-	msg := rerr.Error()
-	for _, p := range serverErrors {
-		if strings.HasPrefix(msg, p) {
-			return false
-		}
-	}
-	return true
 }

@@ -64,15 +64,10 @@ func WithNoIdentity(policy adapter.NoIdentityPolicy) MiddlewareOption {
 // serves http.ServeMux, chi and gorilla/mux alike. It returns an error for
 // an invalid rule or option.
 func Middleware(l *Limiter, rule Rule, opts ...MiddlewareOption) (func(http.Handler) http.Handler, error) {
-	s, err := adapter.Apply("inflight", opts)
+	g, h, err := BuildGuard("inflight", l, rule, opts)
 	if err != nil {
 		return nil, err
 	}
-	g, err := NewGuard(l, rule, s.Config)
-	if err != nil {
-		return nil, err
-	}
-	h := s.Hooks
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if h.skip != nil && h.skip(r) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/storekey"
 )
 
 // Option configures a [Limiter]. [New] returns the error of a bad value, so
@@ -71,7 +72,7 @@ func WithTimeout(d time.Duration) Option {
 // '}' or control bytes.
 func WithPrefix(prefix string) Option {
 	return func(l *Limiter) error {
-		if err := validateName("prefix", prefix, true); err != nil {
+		if err := storekey.ValidateName("prefix", prefix, true); err != nil {
 			return err
 		}
 		l.prefix = prefix

@@ -110,11 +110,11 @@ func New(l *core.Limiter, rules []core.Rule, cfg Config) (*Middleware, error) {
 			r.Key = markNoIdentity(r.Name, r.Key)
 		}
 	}
-	m.limited = problem(http.StatusTooManyRequests, "The request exceeds a rate limit; retry after the number of seconds in Retry-After.")
-	m.never = problem(http.StatusTooManyRequests, "The request costs more than a rate limit allows at once; it will never be allowed.")
-	m.failClosed = problem(cfg.FailClosedStatus, "The rate limiter cannot decide right now; retry after the number of seconds in Retry-After.")
-	m.noIdentity = problem(http.StatusUnauthorized, "The request carries no identity to rate-limit.")
-	m.failed = problem(http.StatusInternalServerError, "The rate limiter failed.")
+	m.limited = Problem(http.StatusTooManyRequests, "The request exceeds a rate limit; retry after the number of seconds in Retry-After.")
+	m.never = Problem(http.StatusTooManyRequests, "The request costs more than a rate limit allows at once; it will never be allowed.")
+	m.failClosed = Problem(cfg.FailClosedStatus, "The rate limiter cannot decide right now; retry after the number of seconds in Retry-After.")
+	m.noIdentity = Problem(http.StatusUnauthorized, "The request carries no identity to rate-limit.")
+	m.failed = Problem(http.StatusInternalServerError, "The rate limiter failed.")
 	return m, nil
 }
 
@@ -237,7 +237,7 @@ func longestRetry(d core.Decision) time.Duration {
 }
 
 // problem returns an RFC 9457 problem details body.
-func problem(status int, detail string) []byte {
+func Problem(status int, detail string) []byte {
 	b, err := json.Marshal(struct {
 		Type   string `json:"type"`
 		Title  string `json:"title"`

@@ -68,3 +68,9 @@ func WithFailClosedStatus[H any](status int) Option[H] {
 func WithNoIdentity[H any](policy NoIdentityPolicy) Option[H] {
 	return func(s *Settings[H]) error { s.NoIdentity = policy; return nil }
 }
+
+// ErrOptionMismatch is returned by a constructor given an option meant for
+// another middleware of the same package, such as a rate limit's denied
+// handler given to a concurrency limit's middleware, whose denials carry
+// another result.
+var ErrOptionMismatch = errors.New("option meant for another middleware")

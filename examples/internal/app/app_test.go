@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,6 +45,7 @@ func TestParseDefaults(t *testing.T) {
 		Addr: "127.0.0.1:8080", Limit: 10, StrictLimit: 2, Period: time.Minute,
 		Algorithm: core.GCRA, KeyMode: "ip", Fail: core.FailLocal,
 		SentinelMaster: "mymaster", Timeout: core.DefaultTimeout,
+		OTelInterval: app.DefaultOTelInterval,
 	}
 	if fmt.Sprint(c) != fmt.Sprint(want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
@@ -56,6 +58,7 @@ func TestParseEnvironment(t *testing.T) {
 		"ALGORITHM", "sliding-log", "KEY", "jwt", "JWT_SECRET", "s3cret",
 		"TRUSTED_PROXIES", "10.0.0.0/8, 192.168.1.7", "FAIL", "closed", "METRICS", "1", "BATCH", "true",
 		"REDIS_CLUSTER_ADDRS", "10.0.0.1:7000, 10.0.0.2:7000",
+		"OTEL", "1", "OTEL_INTERVAL", "30s",
 	)
 	c, err := app.Parse("test", []string{"-limit", "7"}, getenv, io.Discard)
 	if err != nil {
@@ -76,6 +79,8 @@ func TestParseEnvironment(t *testing.T) {
 		{"Fail", c.Fail, core.FailClosed},
 		{"Metrics", c.Metrics, true},
 		{"Batch", c.Batch, true},
+		{"OTel", c.OTel, true},
+		{"OTelInterval", c.OTelInterval, 30 * time.Second},
 		{"RedisCluster", strings.Join(c.RedisCluster, " "), "10.0.0.1:7000 10.0.0.2:7000"},
 	} {
 		if f.got != f.want {
@@ -124,6 +129,8 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"-redis", "http://localhost:6379"}, nil, "-redis (REDIS_URL)"},
 		{[]string{"-redis", "redis://u:hunter2@localhost:6379/x"}, nil, "redis://u:xxxxx@localhost:6379/x"},
 		{nil, []string{"METRICS", "yes please"}, `METRICS="yes please"`},
+		{[]string{"-otel-interval", "0s"}, nil, "-otel-interval (OTEL_INTERVAL) is 0s"},
+		{nil, []string{"OTEL", "maybe"}, `OTEL="maybe"`},
 		{[]string{"extra"}, nil, `unexpected argument "extra"`},
 		{[]string{"-bogus"}, nil, "flag provided but not defined: -bogus"},
 	} {
@@ -548,4 +555,82 @@ func ExampleParse() {
 	// default: 50 per 1h0m0s (gcra, burst 50)
 	// strict:  2 per 1h0m0s (gcra, burst 2)
 	// key:     apikey
+}
+
+// TestRunOTel checks that -otel gives the Limiter an OpenTelemetry
+// observer whose metrics the stdout exporter writes, at the latest when
+// the app stops: the interval is far longer than the test, so what it
+// finds is the final export of the shutdown.
+func TestRunOTel(t *testing.T) {
+	base, stop := run(t, "-otel", "-otel-interval", "1h", "-limit", "1")
+	for _, want := range []int{200, 429, 429} {
+		if resp := get(t, base+"/"); resp.StatusCode != want {
+			t.Errorf("GET /: status %d, want %d", resp.StatusCode, want)
+		}
+	}
+	code, log := stop()
+	if code != 0 {
+		t.Errorf("exit status %d, want 0", code)
+	}
+	if want := `msg="OpenTelemetry metrics: a JSON line here at each export, and when stopping" every=1h0m0s`; !strings.Contains(log, want) {
+		t.Errorf("log lacks %q:\n%s", want, log)
+	}
+	got := exportedDecisions(t, log)
+	want := map[string]int64{"allowed default false": 1, "denied default false": 2}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("exported ratekit.decisions %v, want %v; log:\n%s", got, want, log)
+	}
+}
+
+// exportedDecisions returns the nonzero points of ratekit.decisions in the
+// last export that the stdout exporter wrote in log, by "outcome rule
+// degraded".
+func exportedDecisions(t *testing.T, log string) map[string]int64 {
+	t.Helper()
+	var export struct {
+		ScopeMetrics []struct {
+			Metrics []struct {
+				Name string
+				Data struct {
+					DataPoints []struct {
+						Attributes []struct {
+							Key   string
+							Value struct{ Value any }
+						}
+						Value int64
+					}
+				}
+			}
+		}
+	}
+	found := false
+	for line := range strings.Lines(log) {
+		if strings.HasPrefix(line, "{") {
+			if err := json.Unmarshal([]byte(line), &export); err != nil {
+				t.Fatalf("export %s: %v", line, err)
+			}
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no export in the log:\n%s", log)
+	}
+	points := map[string]int64{}
+	for _, sm := range export.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "ratekit.decisions" {
+				continue
+			}
+			for _, p := range m.Data.DataPoints {
+				attrs := map[string]string{}
+				for _, a := range p.Attributes {
+					attrs[a.Key] = fmt.Sprint(a.Value.Value)
+				}
+				if p.Value != 0 {
+					points[attrs["outcome"]+" "+attrs["rule"]+" "+attrs["degraded"]] += p.Value
+				}
+			}
+		}
+	}
+	return points
 }

@@ -92,6 +92,13 @@ type Config struct {
 	// Timeout is the deadline of each store call: the library's
 	// [core.DefaultTimeout] unless -timeout raises it.
 	Timeout time.Duration
+
+	// OTel gives the Limiter an OpenTelemetry observer (package
+	// otellimit) whose metrics are exported every OTelInterval, and once
+	// more when the app stops, as JSON lines among the log lines.
+	OTel bool
+	// OTelInterval is how often -otel exports: [DefaultOTelInterval].
+	OTelInterval time.Duration
 }
 
 // UsageError is a bad flag or environment value: the app prints it and
@@ -127,6 +134,8 @@ var EnvVars = []struct{ Flag, Env string }{
 	{"metrics", "METRICS"},
 	{"batch", "BATCH"},
 	{"timeout", "TIMEOUT"},
+	{"otel", "OTEL"},
+	{"otel-interval", "OTEL_INTERVAL"},
 }
 
 // Parse reads the configuration of the app called name from args (without
@@ -158,6 +167,8 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	fs.BoolVar(&c.Metrics, "metrics", false, "serve Prometheus metrics at /metrics on -addr, never limited")
 	fs.BoolVar(&c.Batch, "batch", false, "pipeline the Redis calls of concurrent requests (worth it with dozens in flight)")
 	fs.DurationVar(&c.Timeout, "timeout", core.DefaultTimeout, "the `deadline` of each Redis call, such as 50ms or 1s; past it the -fail policy decides")
+	fs.BoolVar(&c.OTel, "otel", false, "export OpenTelemetry metrics as JSON lines on stderr, every -otel-interval and when stopping")
+	fs.DurationVar(&c.OTelInterval, "otel-interval", DefaultOTelInterval, "the `interval` between two -otel exports")
 	for _, e := range EnvVars {
 		f := fs.Lookup(e.Flag)
 		f.Usage += "; env " + e.Env
@@ -203,6 +214,8 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 		return Config{}, usagef("-timeout (TIMEOUT) is %v: want a positive duration, such as 50ms or 1s", c.Timeout)
 	case c.SentinelMaster == "":
 		return Config{}, usagef("-sentinel-master (REDIS_SENTINEL_MASTER) is empty: want the master's name")
+	case c.OTelInterval <= 0:
+		return Config{}, usagef("-otel-interval (OTEL_INTERVAL) is %v: want a positive duration, such as 10s", c.OTelInterval)
 	}
 	var err error
 	if c.Algorithm, err = core.ParseAlgorithm(algorithm); err != nil {

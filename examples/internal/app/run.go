@@ -112,6 +112,14 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 		opts = append(opts, core.WithObserver(collector))
 		metrics = handler
 	}
+	var otel *otelTelemetry // -otel's, shut down after the Limiter
+	if cfg.OTel {
+		if otel, err = newOTel(stderr, cfg.OTelInterval); err != nil {
+			return fail("cannot set up OpenTelemetry", err)
+		}
+		defer otel.shutdown(log)
+		opts = append(opts, core.WithObserver(otel.observer))
+	}
 	limiter, err := core.NewLimiter(backend.Store, opts...)
 	if err != nil {
 		return fail("cannot create the limiter", err)
@@ -139,6 +147,9 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 		"key", cfg.KeyMode, "fail", cfg.Fail.String(), "timeout", cfg.Timeout)
 	if cfg.Metrics {
 		log.Info("Prometheus metrics", "url", base+MetricsPath)
+	}
+	if cfg.OTel {
+		log.Info("OpenTelemetry metrics: a JSON line here at each export, and when stopping", "every", cfg.OTelInterval)
 	}
 	log.Info(fmt.Sprintf("try it: call %d in quick succession is answered 429", min(cfg.Limit, cfg.StrictLimit)+1),
 		"cmd", TryCommand(cfg, base))
@@ -169,6 +180,7 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 		code = 1
 	}
 	limiter.Close()
+	otel.shutdown(log)
 	backend.Close()
 	log.Info("stopped")
 	return code

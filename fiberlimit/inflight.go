@@ -1,0 +1,70 @@
+package fiberlimit
+
+import (
+	"fmt"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/ratekit/ratekit/core/adapter"
+	"github.com/ratekit/ratekit/inflight"
+)
+
+// WithInFlightDeniedHandler replaces the default answer of [InFlight] to a
+// request beyond its cap (429 with a problem+json body). When denied runs,
+// Retry-After is already set; denied writes the answer, or returns an error
+// for the app's ErrorHandler. It is InFlight's only: [New] rejects it, as
+// InFlight rejects [WithDeniedHandler].
+func WithInFlightDeniedHandler(denied func(c *fiber.Ctx, res inflight.Result) error) Option {
+	return adapter.WithHook(denied == nil, func(h *hooks) { h.inFlightDenied = denied })
+}
+
+// InFlight returns middleware that lets at most rule.Limit requests of one
+// identity run at once, across every replica that shares l's Redis. A
+// request beyond the cap is answered 429 with Retry-After
+// ([inflight.DefaultRetryAfter]) and a problem+json body; one that gets a
+// slot holds it until c.Next() returns, or panics. The slot's storage key
+// is a string of its own, never one of fasthttp's buffers, so the Limiter
+// may renew it after the request's buffers are reused.
+//
+// [WithNext], [WithErrorHandler], [WithFailClosedStatus] and
+// [WithNoIdentity] apply as they do to [New]; [WithHeaders] and
+// [WithIETFDraft] change nothing, since a concurrency limit sends no
+// rate-limit fields. It returns an error for a nil Limiter, an invalid rule
+// or option, and for [WithDeniedHandler] (use [WithInFlightDeniedHandler]).
+func InFlight(l *inflight.Limiter, rule inflight.Rule, opts ...Option) (fiber.Handler, error) {
+	g, h, err := inflight.BuildGuard("fiberlimit", l, rule, opts)
+	if err == nil && h.denied != nil {
+		err = fmt.Errorf("fiberlimit: InFlight: %w: WithDeniedHandler is for New (use WithInFlightDeniedHandler)", adapter.ErrOptionMismatch)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return func(c *fiber.Ctx) error {
+		if h.next != nil && h.next(c) {
+			return c.Next()
+		}
+		out := g.Enter(request{c})
+		defer out.Lease.Release(c.UserContext()) // a failure goes to the Limiter's OnError
+		out.Set(responseHeader{c})
+		switch {
+		case out.Proceed():
+			return c.Next()
+		case out.Limited() && h.inFlightDenied != nil:
+			return h.inFlightDenied(c, out.Result)
+		case !out.Limited() && h.onError != nil:
+			return h.onError(c, out.Err)
+		}
+		c.Status(out.Status).Set(fiber.HeaderContentType, adapter.ProblemContentType)
+		return c.Send(out.Body) // shared and never modified, as Send requires
+	}, nil
+}
+
+// MustInFlight is [InFlight] for a rule and options fixed at start-up: it
+// panics if they are invalid.
+func MustInFlight(l *inflight.Limiter, rule inflight.Rule, opts ...Option) fiber.Handler {
+	mw, err := InFlight(l, rule, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}

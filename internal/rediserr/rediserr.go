@@ -1,0 +1,39 @@
+// Package rediserr classifies the errors of Redis calls for ratekit's
+// limiters: whether an error reply is about the call itself (its keys, its
+// script) or about the server, which packages core and inflight treat
+// alike.
+package rediserr
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// serverErrors are the prefixes of Redis error replies that tell of the
+// server's state, not of one call: each is an outage of the store for as
+// long as it lasts.
+var serverErrors = []string{
+	"OOM", "LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
+	"BUSY", "NOREPLICAS", "MISCONF", "NOAUTH", "WRONGPASS", "NOPERM",
+	"MOVED", "ASK", "NOSCRIPT",
+}
+
+// KeyError reports whether err is an error reply of Redis about the call
+// itself, such as WRONGTYPE or a script error, rather than about the
+// server. A network error, a timeout or a server error reply (OOM,
+// LOADING, READONLY, CLUSTERDOWN, ...) is not one.
+func KeyError(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	for _, p := range serverErrors {
+		if strings.HasPrefix(msg, p) {
+			return false
+		}
+	}
+	return true
+}
