@@ -211,14 +211,18 @@ func TestRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Default) != 1 || len(r.Strict) != 1 {
-		t.Fatalf("rules %+v: want one default and one strict rule", r)
+	def, strict := r.Default.Rules(), r.Strict.Rules()
+	if len(def) != 1 || len(strict) != 1 || len(r.Login) != 1 {
+		t.Fatalf("rules %+v: want one default, one strict and one login rule", r)
 	}
-	if got, want := r.Default[0].Name+" "+r.Default[0].Limit.String(), "default 100 per 1h0m0s (fixed)"; got != want {
+	if got, want := def[0].Name+" "+def[0].Limit.String(), "default 100 per 1h0m0s (fixed)"; got != want {
 		t.Errorf("default rule: %s, want %s", got, want)
 	}
-	if got, want := r.Strict[0].Name+" "+r.Strict[0].Limit.String(), "strict 5 per 1h0m0s (fixed)"; got != want {
+	if got, want := strict[0].Name+" "+strict[0].Limit.String(), "strict 5 per 1h0m0s (fixed)"; got != want {
 		t.Errorf("strict rule: %s, want %s", got, want)
+	}
+	if got, want := r.Login[0].Name+" "+r.Login[0].Limit.String(), "login 3 per 1h0m0s (fixed)"; got != want {
+		t.Errorf("login rule: %s, want %s", got, want)
 	}
 }
 
@@ -241,8 +245,8 @@ func (s *syncBuffer) String() string {
 }
 
 // build is a minimal app: the default rule on every route but /metrics.
-func build(l *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
-	mw, err := nethttp.New(l, rules.Default)
+func build(l *core.Limiter, rules app.Rules, extra app.Extra) (app.Server, error) {
+	mw, err := nethttp.New(l, nil, nethttp.WithRuleSet(rules.Default))
 	if err != nil {
 		return nil, err
 	}
@@ -250,8 +254,8 @@ func build(l *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, 
 	mux.Handle("/", mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "hello\n")
 	})))
-	if metrics != nil {
-		mux.Handle("GET "+app.MetricsPath, metrics)
+	if extra.Metrics != nil {
+		mux.Handle("GET "+app.MetricsPath, extra.Metrics)
 	}
 	return app.HTTPServer(mux), nil
 }
