@@ -44,6 +44,7 @@ func TestParseDefaults(t *testing.T) {
 		Addr: "127.0.0.1:8080", Limit: 10, StrictLimit: 2, Period: time.Minute,
 		Algorithm: core.GCRA, KeyMode: "ip", Fail: core.FailLocal,
 		SentinelMaster: "mymaster", Timeout: core.DefaultTimeout,
+		Prefix: core.DefaultPrefix, LoginLimit: 3, LoginPassword: "open-sesame",
 	}
 	if fmt.Sprint(c) != fmt.Sprint(want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
@@ -81,6 +82,15 @@ func TestParseEnvironment(t *testing.T) {
 		if f.got != f.want {
 			t.Errorf("%s = %v, want %v", f.name, f.got, f.want)
 		}
+	}
+
+	getenv = env("PREFIX", "billing:", "RULES_FILE", "../../rules.yaml", "LOGIN_LIMIT", "5", "LOGIN_PASSWORD", "pw", "ADMIN_TOKEN", "tok")
+	c, err = app.Parse("test", []string{"-login-limit", "4"}, getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprintln(c.Prefix, c.RulesFile, c.LoginLimit, c.LoginPassword, c.AdminToken), "billing: ../../rules.yaml 4 pw tok\n"; got != want {
+		t.Errorf("Prefix, RulesFile, LoginLimit (the flag beats LOGIN_LIMIT), LoginPassword, AdminToken = %s, want %s", got, want)
 	}
 
 	getenv = env("REDIS_SENTINEL_ADDRS", "10.0.0.1:26379,10.0.0.2:26379", "REDIS_SENTINEL_MASTER", "cache", "TIMEOUT", "250ms")
@@ -124,6 +134,10 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"-redis", "http://localhost:6379"}, nil, "-redis (REDIS_URL)"},
 		{[]string{"-redis", "redis://u:hunter2@localhost:6379/x"}, nil, "redis://u:xxxxx@localhost:6379/x"},
 		{nil, []string{"METRICS", "yes please"}, `METRICS="yes please"`},
+		{[]string{"-prefix", "a{b"}, nil, `-prefix (PREFIX) is "a{b"`},
+		{[]string{"-login-limit", "0"}, nil, "-login-limit (LOGIN_LIMIT) is 0"},
+		{[]string{"-rules", "no-such-file.yaml"}, nil, "-rules (RULES_FILE): open no-such-file.yaml"},
+		{[]string{"-rules", "../../../README.md"}, nil, "-rules (RULES_FILE): ../../../README.md"},
 		{[]string{"extra"}, nil, `unexpected argument "extra"`},
 		{[]string{"-bogus"}, nil, "flag provided but not defined: -bogus"},
 	} {
@@ -552,4 +566,23 @@ func ExampleParse() {
 	// default: 50 per 1h0m0s (gcra, burst 50)
 	// strict:  2 per 1h0m0s (gcra, burst 2)
 	// key:     apikey
+}
+
+// The sample rules file that the README points to is one the apps load.
+func TestSampleRulesFile(t *testing.T) {
+	c, err := app.Parse("test", []string{"-rules", "../../rules.yaml", "-key", "jwt", "-jwt-secret", "k"}, env(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, strict := r.Default.Rules(), r.Strict.Rules()
+	if got, want := def[0].Limit.String()+"; "+strict[0].Limit.String(), "10 per 1m0s (gcra, burst 10); 2 per 1m0s (gcra, burst 2)"; got != want {
+		t.Errorf("limits %s, want %s", got, want)
+	}
+	if def[0].LimitOf == nil {
+		t.Error("the default rule has no plan limits")
+	}
 }

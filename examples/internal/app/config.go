@@ -286,6 +286,11 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	if err := c.oneRedis(); err != nil {
 		return Config{}, err
 	}
+	if c.RulesFile != "" {
+		if _, _, err := c.RateRules(); err != nil {
+			return Config{}, usagef("-rules (RULES_FILE): %v", err)
+		}
+	}
 	return c, nil
 }
 
