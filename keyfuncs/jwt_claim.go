@@ -27,9 +27,10 @@ import (
 // a token without one, which [core.PlanLimits] answers with the rule's
 // default limit.
 //
-// Each call verifies the token: a rule whose key is the token's user
-// ([JWT]) and whose limit is its plan verifies it twice per request, a few
-// microseconds with HS256.
+// Each call verifies the token, as the key function of [JWT] does: a rule
+// keyed by the token's user whose limit is its plan verifies it twice per
+// request, some 10 µs and 60 allocations each with HS256
+// (BenchmarkJWTClaim).
 //
 // claim must not be empty; the [Claim] option, which names the user claim
 // of [JWT], is refused.

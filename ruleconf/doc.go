@@ -74,7 +74,7 @@
 //
 // An error in a document is an [*Error] that says where, which rule and
 // which field: `rules.yaml:3: rule "strict": period: want a Go duration
-// such as 1m or 30s, got integer 60`. It wraps [core.ErrInvalidLimit] for an
+// such as 1m or 30s, got "soon"`. It wraps [core.ErrInvalidLimit] for an
 // invalid limit, [core.ErrInvalidName] for an invalid rule name and
 // [core.ErrInvalidCost] for an invalid cost.
 //

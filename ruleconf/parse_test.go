@@ -73,8 +73,9 @@ rules:
 			"\t\t\"alpha\": {\"limit\": 100, \"period\": \"1h\", \"algorithm\": \"sliding-counter\", \"plans\": {\"pro\": {\"limit\": 1000, \"period\": \"30m\"}}},\n" +
 			"\t\t\"mid\": {\"limit\": 3, \"burst\": 6, \"plans\": {\"pro\": {\"limit\": 30, \"burst\": 60}, \"free\": 1}}\n\t}\n}\n",
 		"merged": `
-x-hourly: &hourly {period: 1h, algorithm: sliding-counter}
+x-hourly: &hourly {limit: 1, period: 1h, algorithm: sliding-counter}
 x-mid: &mid
+  zeta: {limit: 1}
   mid: {limit: 3, burst: 6, plans: {pro: {limit: 30, burst: 60}, free: 1}}
 rules:
   zeta: &zeta {limit: 5, period: 1s, key: user, cost: 2, shadow: true}
@@ -226,5 +227,26 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("error %q does not say %q", err, tt.msg)
 			}
 		})
+	}
+}
+
+// TestParseMergeOverride checks that a rule written in the rules mapping
+// replaces a rule of the same name merged into it, wherever the merge key
+// is, and that merged rules take the place of their merge key.
+func TestParseMergeOverride(t *testing.T) {
+	rules := mustParse(t, `
+x-defaults: &defaults
+  a: {limit: 1}
+  b: {limit: 2}
+rules:
+  <<: *defaults
+  a: {limit: 10}
+  c: {limit: 3}
+`, registry())
+	if got, want := names(rules), []string{"b", "a", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("rules = %q, want %q", got, want)
+	}
+	if got, want := rules[1].Limit, core.PerMinute(10); got != want {
+		t.Fatalf("rule a: limit %v, want the one written out, %v", got, want)
 	}
 }

@@ -74,7 +74,7 @@ type Error struct {
 }
 
 // Error returns a message such as
-// `rules.yaml:3: rule "strict": period: want a Go duration such as 1m or 30s, got integer 60`.
+// `rules.yaml:3: rule "strict": period: want a Go duration such as 1m or 30s, got "soon"`.
 func (e *Error) Error() string {
 	b := make([]byte, 0, 64)
 	if e.File != "" {
@@ -99,6 +99,9 @@ func (e *Error) Error() string {
 	if e.Field != "" {
 		b = append(b, e.Field...)
 		b = append(b, ": "...)
+	}
+	if e.Err == nil {
+		return string(append(b, "invalid document"...))
 	}
 	return string(b) + e.Err.Error()
 }
