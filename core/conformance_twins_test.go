@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 	"time"
 
@@ -43,7 +44,13 @@ func TestConformanceTwins(t *testing.T) {
 		var checks []core.Check
 		for i := range 1 + rng.IntN(2) {
 			l := all[rng.IntN(len(all))]
-			checks = append(checks, core.Check{Key: fmt.Sprintf("tw:r%d-%v:{%s}", i, l, id), Limit: l})
+			key := fmt.Sprintf("tw:r%d-%v:{%s}", i, l, id)
+			if rng.IntN(3) == 0 {
+				// a key whose limit changes from call to call: rate, period,
+				// burst or algorithm, as a live reconfiguration changes them
+				key = fmt.Sprintf("tw:live%d:{%s}", i, id)
+			}
+			checks = append(checks, core.Check{Key: key, Limit: l})
 		}
 		if len(checks) == 2 && checks[0].Key == checks[1].Key {
 			checks = checks[:1]
@@ -52,6 +59,11 @@ func TestConformanceTwins(t *testing.T) {
 		got, err2 := mini.AllowAllN(ctx, checks, n)
 		if err1 != nil || err2 != nil {
 			t.Fatalf("step %d: errors %v / %v", step, err1, err2)
+		}
+		if os.Getenv("TWDEBUG") != "" {
+			for i := range want {
+				fmt.Println(step, clock.Now().UnixMicro(), checks[i].Key, checks[i].Limit, n, want[i].Allowed, want[i].Remaining, got[i].Remaining)
+			}
 		}
 		for i := range want {
 			if got[i] != want[i] {

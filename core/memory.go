@@ -33,7 +33,7 @@ type MemoryStore struct {
 type memState struct {
 	alg     Algorithm // the algorithm that wrote the state, as a Redis key's type tells
 	expires int64     // µs of the store's clock; the state is absent from then on
-	a, b, c int64     // gcra: a = TAT; fixed: a = window, b = count; counter: a = window, b = current, c = previous
+	a, b, c int64     // gcra: a = TAT, b = interval; fixed: a = window, b = count; counter: a = window, b = current, c = previous
 	log     []int64   // sliding log: admitted units' times in µs, oldest first
 
 	// horizon is when the cache drops the entry, in µs of the store's
@@ -146,6 +146,10 @@ func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
 		} else {
 			// expired, or written by another algorithm (the rule's
 			// changed), which the scripts take for absent too
+			if ok && p.expires > now && clearsForeign(checks[i].Limit.Algorithm, p.alg) {
+				s.cache.Invalidate(checks[i].Key)
+				p = nil
+			}
 			ok = false
 		}
 		cur[i] = p
@@ -171,6 +175,16 @@ func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
 		results[i] = result(checks[i].Limit, false, d.remaining, d.retry, d.reset)
 	}
 	return nil
+}
+
+// clearsForeign reports whether a check of alg deletes a key that alg
+// wrote, even when it denies, as the scripts do: every script but GCRA's
+// deletes a key of another Redis type than its own when it reads it (GCRA's
+// SET replaces it only when it writes). The fixed window and the sliding
+// counter share a type, a hash, and read each other's as absent.
+func clearsForeign(alg, wrote Algorithm) bool {
+	hash := func(a Algorithm) bool { return a == FixedWindow || a == SlidingWindowCounter }
+	return alg != GCRA && alg != wrote && !(hash(alg) && hash(wrote))
 }
 
 // slack is how long, in µs, a cached entry outlives the state it held
@@ -264,11 +278,7 @@ func ceilMS(us int64) int64 { return (us + 999) / 1000 }
 func decideGCRA(rate float64, period, burst int64, st memState, exists bool, now, n int64) memDecision {
 	interval := int64(math.Ceil(float64(period) / rate))
 	tolerance := interval * burst
-	tat := now
-	if exists {
-		tat = st.a
-	}
-	tat = max(tat, now)
+	tat := gcraTAT(st, exists, now, interval)
 	d := memDecision{
 		remaining: int64(math.Floor(float64(now+tolerance-tat) / float64(interval))),
 		reset:     tat - now,
@@ -282,11 +292,25 @@ func decideGCRA(rate float64, period, burst int64, st memState, exists bool, now
 		d.ok = true
 		d.remainingAfter = int64(math.Floor(float64(diff) / float64(interval)))
 		d.resetAft = newTAT - now
-		d.state = memState{a: newTAT, expires: now + 1000*ceilMS(newTAT-now)}
+		d.state = memState{a: newTAT, b: interval, expires: now + 1000*ceilMS(newTAT-now)}
 	default:
 		d.retry = -diff
 	}
 	return d
+}
+
+// gcraTAT returns the TAT of st under interval, never before now, as
+// gcra_tat in gcra.lua reads it: a TAT written under another interval keeps
+// its outstanding units, (TAT − now) / old interval, under the new one.
+func gcraTAT(st memState, exists bool, now, interval int64) int64 {
+	if !exists {
+		return now
+	}
+	tat := st.a
+	if st.b != interval && tat > now {
+		tat = now + int64(min(math.Ceil(float64(tat-now)*float64(interval)/float64(st.b)), maxCredit))
+	}
+	return max(tat, now)
 }
 
 func decideFixed(rate float64, period int64, st memState, exists bool, now, n int64) memDecision {

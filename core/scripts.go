@@ -63,11 +63,12 @@ func manySource(limit Limit) string {
 
 // gcraConstants is the line that binds a GCRA limit's parameters for
 // gcra_single.lua and gcra_many.lua: the interval (ceil(period/rate) µs),
-// the tolerance (burst * interval µs) and the burst.
+// the tolerance (burst * interval µs), the burst, and the format of the
+// stored value, "<tat>:<interval>", with the interval written in.
 func gcraConstants(limit Limit) string {
 	interval := limit.interval()
-	return fmt.Sprintf("local interval, tolerance, burst = %d, %d, %d\n",
-		interval, interval*int64(limit.Burst), limit.Burst)
+	return fmt.Sprintf("local interval, tolerance, burst, tatfmt = %d, %d, %d, '%%d:%d'\n",
+		interval, interval*int64(limit.Burst), limit.Burst, interval)
 }
 
 func readScript(name string) string {
