@@ -88,4 +88,3 @@ func evalshaStats(b *testing.B, ctx context.Context, c *redis.Client) (calls int
 	}
 	return calls, usec
 }
-
