@@ -15,13 +15,14 @@ import (
 )
 
 // TestConformanceTwins drives a MemoryStore and a RedisStore over
-// miniredis, on one clock, through the same random sequence of calls and
-// requires identical results: the MemoryStore computes what the scripts
-// compute.
+// miniredis, on one clock, through the same random sequence of calls
+// (decisions, peeks and refunds, some on keys whose limit changes from call
+// to call) and requires identical results: the MemoryStore computes what
+// the scripts compute.
 func TestConformanceTwins(t *testing.T) {
 	clock := &fakeClock{now: start}
 	c, advance := fakeRedis(t, clock)
-	mem, mini := memoryStores(clock)(t), redisStores(c)(t)
+	mem, mini := memoryStores(clock)(t).(core.QuotaStore), redisStores(c)(t).(core.QuotaStore)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	limits := []core.Limit{
@@ -55,8 +56,19 @@ func TestConformanceTwins(t *testing.T) {
 		if len(checks) == 2 && checks[0].Key == checks[1].Key {
 			checks = checks[:1]
 		}
-		want, err1 := mem.AllowAllN(ctx, checks, n)
-		got, err2 := mini.AllowAllN(ctx, checks, n)
+		var want, got []core.Result
+		var err1, err2 error
+		switch rng.IntN(8) {
+		case 0:
+			want, err1 = mem.PeekAll(ctx, checks)
+			got, err2 = mini.PeekAll(ctx, checks)
+		case 1:
+			want, err1 = mem.RefundAllN(ctx, checks, n)
+			got, err2 = mini.RefundAllN(ctx, checks, n)
+		default:
+			want, err1 = mem.AllowAllN(ctx, checks, n)
+			got, err2 = mini.AllowAllN(ctx, checks, n)
+		}
 		if err1 != nil || err2 != nil {
 			t.Fatalf("step %d: errors %v / %v", step, err1, err2)
 		}

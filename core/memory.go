@@ -139,19 +139,7 @@ func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
 	}
 	all := true
 	for i := range checks {
-		var st memState
-		p, ok := s.cache.GetIfPresent(checks[i].Key)
-		if ok && p.expires > now && p.alg == checks[i].Limit.Algorithm {
-			st = *p
-		} else {
-			// expired, or written by another algorithm (the rule's
-			// changed), which the scripts take for absent too
-			if ok && p.expires > now && clearsForeign(checks[i].Limit.Algorithm, p.alg) {
-				s.cache.Invalidate(checks[i].Key)
-				p = nil
-			}
-			ok = false
-		}
+		st, ok, p := s.read(checks[i], now)
 		cur[i] = p
 		decisions[i] = decide(checks[i].Limit, st, ok, now, int64(n))
 		all = all && decisions[i].ok
@@ -164,17 +152,39 @@ func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
 			results[i] = result(checks[i].Limit, true, d.remainingAfter, 0, d.resetAft)
 			continue
 		}
-		if d.trimmed {
-			// the sliding log trims on every call, as the script does
-			if len(d.trim.log) == 0 {
-				s.cache.Invalidate(checks[i].Key)
-			} else {
-				s.store(checks[i].Key, cur[i], d.trim)
-			}
-		}
+		s.storeTrim(checks[i].Key, cur[i], d)
 		results[i] = result(checks[i].Limit, false, d.remaining, d.retry, d.reset)
 	}
 	return nil
+}
+
+// read returns the state of c's key under c's algorithm at now, whether it
+// exists, and the key's cache entry (nil if none). Expired state, and state
+// another algorithm wrote (the rule's changed), is absent, as the scripts
+// take it; a key of another Redis type is deleted, as they delete it.
+func (s *MemoryStore) read(c Check, now int64) (memState, bool, *memState) {
+	p, ok := s.cache.GetIfPresent(c.Key)
+	if ok && p.expires > now && p.alg == c.Limit.Algorithm {
+		return *p, true, p
+	}
+	if ok && p.expires > now && clearsForeign(c.Limit.Algorithm, p.alg) {
+		s.cache.Invalidate(c.Key)
+		p = nil
+	}
+	return memState{}, false, p
+}
+
+// storeTrim writes a sliding log's trim when a decision that writes
+// nothing else trimmed it: the script trims on every call.
+func (s *MemoryStore) storeTrim(key string, cur *memState, d *memDecision) {
+	if !d.trimmed {
+		return
+	}
+	if len(d.trim.log) == 0 {
+		s.cache.Invalidate(key)
+	} else {
+		s.store(key, cur, d.trim)
+	}
 }
 
 // clearsForeign reports whether a check of alg deletes a key that alg

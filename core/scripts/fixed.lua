@@ -43,3 +43,12 @@ local function fixed_commit(key, now, s)
   redis.call('HSET', key, 'w', string.format('%d', s.w), 'c', s.c)
   redis.call('PEXPIRE', key, math.ceil((s.window_end - now) / 1000) + 1)
 end
+
+-- fixed_refund gives n units back to the current window, never below 0; a
+-- count of an older window is past giving back.
+local function fixed_refund(key, now, rate, period, burst, n)
+  local stored = redis.pcall('HMGET', key, 'w', 'c')
+  if stored.err or tonumber(stored[1]) ~= math.floor(now / period) then return end
+  local c = tonumber(stored[2]) or 0
+  redis.call('HSET', key, 'c', string.format('%d', math.max(0, c - n)))
+end

@@ -65,3 +65,17 @@ end
 local function gcra_commit(key, now, s)
   redis.call('SET', key, string.format('%d:%d', s.tat, s.interval), 'PX', math.ceil((s.tat - now) / 1000))
 end
+
+-- gcra_refund gives n units back: TAT -= n * interval, deleting the key
+-- once the bucket is full. A key of another type is left alone.
+local function gcra_refund(key, now, rate, period, burst, n)
+  local v = redis.pcall('GET', key)
+  if type(v) ~= 'string' then return end
+  local interval = math.ceil(period / rate)
+  local tat = gcra_tat(v, now, interval) - n * interval
+  if tat <= now then
+    redis.call('DEL', key)
+  else
+    redis.call('SET', key, string.format('%d:%d', tat, interval), 'PX', math.ceil((tat - now) / 1000))
+  end
+end
