@@ -165,6 +165,9 @@ func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
 func (s *MemoryStore) read(c Check, now int64) (memState, bool, *memState) {
 	p, ok := s.cache.GetIfPresent(c.Key)
 	if ok && p.expires > now && p.alg == c.Limit.Algorithm {
+		if p.alg == GCRA {
+			rescale(p, c.Limit, now)
+		}
 		return *p, true, p
 	}
 	if ok && p.expires > now && clearsForeign(c.Limit.Algorithm, p.alg) {
@@ -172,6 +175,18 @@ func (s *MemoryStore) read(c Check, now int64) (memState, bool, *memState) {
 		p = nil
 	}
 	return memState{}, false, p
+}
+
+// rescale rewrites a GCRA state written under another interval than
+// limit's under limit's, in place, as gcra_tat in gcra.lua rewrites the key
+// when it reads it: it then refills at the new rate.
+func rescale(p *memState, limit Limit, now int64) {
+	interval := int64(math.Ceil(float64(limit.Period.Microseconds()) / float64(limit.Rate)))
+	if p.b == interval || p.a <= now {
+		return
+	}
+	p.a, p.b = gcraTAT(*p, true, now, interval), interval
+	p.expires = now + 1000*ceilMS(p.a-now)
 }
 
 // storeTrim writes a sliding log's trim when a decision that writes
@@ -318,7 +333,7 @@ func gcraTAT(st memState, exists bool, now, interval int64) int64 {
 	}
 	tat := st.a
 	if st.b != interval && tat > now {
-		tat = now + int64(min(math.Ceil(float64(tat-now)*float64(interval)/float64(st.b)), maxCredit))
+		tat = now + int64(min(math.Ceil(float64(tat-now)/float64(st.b)*float64(interval)), maxCredit))
 	}
 	return max(tat, now)
 }

@@ -16,18 +16,21 @@
 -- outstanding units, (tat - now) / old interval, under the new interval:
 -- raising 10 to 20 per minute after 10 were spent leaves 10, and lowering
 -- 20 to 10 after 15 were spent denies until 6 have refilled. The rescaled
--- wait is capped at 2^49 µs, as a bucket's credit is.
+-- wait is capped at 2^49 µs, as a bucket's credit is. The read that rescales
+-- writes the key under the new interval at once, allowed or not (a peek
+-- too), so that it refills at the new rate from then on.
 
--- gcra_tat returns the TAT that the stored value v (false when absent)
+-- gcra_tat returns the TAT that key's stored value v (false when absent)
 -- means under interval, never before now.
-local function gcra_tat(v, now, interval)
+local function gcra_tat(key, v, now, interval)
   local tat = now
   if type(v) == 'string' then
     local t0, iv = string.match(v, '^(%d+):(%d+)$')
     if t0 then
       tat, iv = t0 + 0, iv + 0
       if iv ~= interval and tat > now then
-        tat = now + math.min(math.ceil((tat - now) * interval / iv), 562949953421312)
+        tat = now + math.min(math.ceil((tat - now) / iv * interval), 562949953421312)
+        redis.call('SET', key, string.format('%d:%d', tat, interval), 'PX', math.ceil((tat - now) / 1000))
       end
     else
       tat = tonumber(v) or now
@@ -42,7 +45,7 @@ local function gcra_check(key, now, rate, period, burst, n)
   local tolerance = interval * burst
   -- a key of another type (the rule's algorithm changed) counts as absent:
   -- SET replaces it
-  local tat = gcra_tat(redis.pcall('GET', key), now, interval)
+  local tat = gcra_tat(key, redis.pcall('GET', key), now, interval)
   local s = {interval = interval,
     retry = 0,
     remaining = math.floor((now + tolerance - tat) / interval),
@@ -72,7 +75,7 @@ local function gcra_refund(key, now, rate, period, burst, n)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'string' then return end
   local interval = math.ceil(period / rate)
-  local tat = gcra_tat(v, now, interval) - n * interval
+  local tat = gcra_tat(key, v, now, interval) - n * interval
   if tat <= now then
     redis.call('DEL', key)
   else

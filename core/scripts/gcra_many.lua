@@ -34,7 +34,10 @@ for i = 1, #KEYS do
       if t0 then
         tat, iv = t0 + 0, iv + 0
         if iv ~= interval and tat > now then
-          tat = now + math.min(math.ceil((tat - now) * interval / iv), 562949953421312)
+          tat = now + math.min(math.ceil((tat - now) / iv * interval), 562949953421312)
+          -- rewritten under the new interval, so that it refills at the new rate
+          redis.call('SET', k, string.format(tatfmt, tat), 'PX',
+            string.format('%d', math.ceil((tat - now) / 1000)))
         end
       else
         tat = tonumber(v) or now -- a bare TAT, written before keys carried the interval
