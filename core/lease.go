@@ -135,11 +135,7 @@ func (s *LeasingStore) allowOne(ctx context.Context, key string, limit Limit, n 
 	l := s.leaseOf(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.limit != limit {
-		// a new limit for the key (the rule changed): what was leased or
-		// denied under the old one does not hold under it
-		l.limit, l.units, l.deniedUntil, l.deniedCost = limit, 0, time.Time{}, 0
-	}
+	l.under(limit)
 	now := s.now()
 	l.count(now, s.hold)
 	if !now.Before(l.expires) {
@@ -184,6 +180,14 @@ func (s *LeasingStore) allowOne(ctx context.Context, key string, limit Limit, n 
 	}
 	l.units, l.expires, l.last, l.granted = want-n, now.Add(s.hold), res, now
 	return l.result(now), nil
+}
+
+// under readies the lease for a decision under limit: what was leased or
+// denied under another limit (the rule changed) does not hold under it.
+func (l *lease) under(limit Limit) {
+	if l.limit != limit {
+		l.limit, l.units, l.deniedUntil, l.deniedCost = limit, 0, time.Time{}, 0
+	}
 }
 
 // count records a decision in the key's demand windows.

@@ -175,7 +175,8 @@ func (h *resetHub) unwatch(id int) {
 func (h *resetHub) stopRun(ps *redis.PubSub, done chan struct{}) {
 	if ps == nil {
 		h.deliver.Lock()
-		h.deliver.Unlock() //nolint:staticcheck // waits for a delivery in progress
+		//lint:ignore SA2001 the lock is taken only to wait for a delivery in progress
+		h.deliver.Unlock()
 		return
 	}
 	_ = ps.Close()

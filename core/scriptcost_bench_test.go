@@ -88,3 +88,50 @@ func evalshaStats(b *testing.B, ctx context.Context, c *redis.Client) (calls int
 	}
 	return calls, usec
 }
+
+// BenchmarkQuota measures a peek, a refund and a reset of one key of each
+// algorithm through a RedisStore on a real redis-server, one call at a
+// time: each is one round trip (a reset also publishes its key).
+//
+//	go test -run '^$' -bench BenchmarkQuota -benchmem ./core
+func BenchmarkQuota(b *testing.B) {
+	srv := redistest.StartServer(b)
+	client := srv.Client(b)
+	ctx := context.Background()
+	s := core.MustRedisStore(client)
+	keys := benchKeys(b, "quota:", 1000)
+	for _, alg := range algorithms {
+		limit := core.PerHour(1000).WithAlgorithm(alg)
+		for _, k := range keys { // keys with state to read and give back to
+			if _, err := core.AllowOne(s, ctx, k, limit, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run("peek/"+alg.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				res, err := s.PeekAll(ctx, []core.Check{{Key: keys[i%len(keys)], Limit: limit}})
+				if err != nil || !res[0].Allowed {
+					b.Fatalf("%+v, %v", res, err)
+				}
+			}
+		})
+		b.Run("refund/"+alg.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				res, err := s.RefundAllN(ctx, []core.Check{{Key: keys[i%len(keys)], Limit: limit}}, 1)
+				if err != nil || !res[0].Allowed {
+					b.Fatalf("%+v, %v", res, err)
+				}
+			}
+		})
+	}
+	b.Run("reset", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if err := s.Reset(ctx, keys[i%len(keys)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
