@@ -86,7 +86,7 @@
 //   - ResetMakesFull: a spent key reset is full again; another identity's
 //     key is untouched; a key never used resets without error.
 //   - LimitRaised: 10 spent under 10 per period, then 20 per period, as
-//     after a live reconfiguration: 10 remain.
+//     after a live reconfiguration: 10 remain, to a decision and to a peek.
 //   - LimitLoweredLive: 15 spent under 20 per period, then 10 per period:
 //     denied with nothing remaining; for GCRA on a clock the suite steps,
 //     exactly until 0.6 period, when a unit has refilled at the new rate.

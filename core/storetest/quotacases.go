@@ -162,9 +162,13 @@ func limitRaised(h *harness, alg core.Algorithm) {
 	high := core.Limit{Rate: 20, Period: w.period, Burst: 20, Algorithm: alg}
 	key := h.key("raised")
 	h.expect("10 of 10", h.one(key, low, 10), true, 0)
-	h.expect("peek under 20", h.peek(key, high), true, 10)
-	h.expect("10 more under 20", h.one(key, high, 10), true, 0)
+	h.expect("a unit under 20", h.one(key, high, 1), true, 9)
+	h.expect("peek under 20", h.peek(key, high), true, 9)
+	h.expect("9 more under 20", h.one(key, high, 9), true, 0)
 	h.expect("a unit more under 20", h.one(key, high, 1), false, 0)
+	other := h.otherKey("raised")
+	h.expect("10 of 10, another key", h.one(other, low, 10), true, 0)
+	h.expect("peek under 20, another key", h.peek(other, high), true, 10)
 }
 
 // limitLoweredLive spends 15 of 20 per period, then asks under 10 per
@@ -177,9 +181,11 @@ func limitLoweredLive(h *harness, alg core.Algorithm) {
 	low := core.Limit{Rate: 10, Period: w.period, Burst: 10, Algorithm: alg}
 	key := h.key("lowered-live")
 	h.expect("15 of 20", h.one(key, high, 15), true, 5)
-	h.expect("peek under 10", h.peek(key, low), false, 0)
 	r := h.one(key, low, 1)
 	h.expect("a unit under 10", r, false, 0)
+	other := h.otherKey("lowered-live")
+	h.expect("15 of 20, another key", h.one(other, high, 15), true, 5)
+	h.expect("peek under 10, another key", h.peek(other, low), false, 0)
 	if alg != core.GCRA {
 		return
 	}
