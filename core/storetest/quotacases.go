@@ -164,7 +164,9 @@ func limitRaised(h *harness, alg core.Algorithm) {
 	h.expect("10 of 10", h.one(key, low, 10), true, 0)
 	h.expect("a unit under 20", h.one(key, high, 1), true, 9)
 	h.expect("peek under 20", h.peek(key, high), true, 9)
-	h.expect("9 more under 20", h.one(key, high, 9), true, 0)
+	for i := range 9 {
+		h.expect(fmt.Sprintf("unit %d more under 20", i+2), h.one(key, high, 1), true, 8-i)
+	}
 	h.expect("a unit more under 20", h.one(key, high, 1), false, 0)
 	other := h.otherKey("raised")
 	h.expect("10 of 10, another key", h.one(other, low, 10), true, 0)
