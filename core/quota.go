@@ -9,8 +9,9 @@ import (
 
 // ErrNotSupported is returned, wrapped, when a store lacks what a call
 // needs: a [Limiter.Peek], [Limiter.Refund] or [Limiter.Reset] over a
-// store that is no [QuotaStore], or a reset watch over a client without
-// pub/sub.
+// store that is no [QuotaStore], a [LeasingStore] over a store that is no
+// [QuotaStore] or [ResetWatcher], or reset watching over a Redis client
+// without pub/sub.
 var ErrNotSupported = errors.New("ratekit: not supported by the store")
 
 // Peek reports what rule would answer a request of one unit from identity
@@ -96,8 +97,7 @@ func (l *Limiter) refund(ctx context.Context, r *RuleResult) error {
 		if l.replicas > 1 {
 			check[0].Limit = l.localLimit(r.Limit)
 		}
-		fb, _ := any(l.fallbackStore).(QuotaStore) // MERGE: direct call
-		_, err := fb.RefundAllN(ctx, check, r.cost)
+		_, err := l.fallbackStore.RefundAllN(ctx, check, r.cost)
 		return err
 	}
 	qs, ok := l.store.(QuotaStore)
@@ -146,9 +146,7 @@ func (l *Limiter) Reset(ctx context.Context, rule, identity string) error {
 func (l *Limiter) forget(key string) {
 	l.denied.forget(key)
 	if l.fallbackStore != nil {
-		if fb, ok := any(l.fallbackStore).(QuotaStore); ok { // MERGE: direct call
-			_ = fb.Reset(context.Background(), key) // in memory: cannot fail
-		}
+		_ = l.fallbackStore.Reset(context.Background(), key) // in memory: cannot fail
 	}
 }
 

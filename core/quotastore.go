@@ -1,14 +1,6 @@
 package core
 
-import (
-	"errors"
-	"fmt"
-)
-
-// ErrNotSupported is returned, wrapped, by a store asked for something it
-// cannot do: a [LeasingStore] over a store that is not a [QuotaStore] or
-// [ResetWatcher], or reset watching over a Redis client without pub/sub.
-var ErrNotSupported = errors.New("ratekit: not supported by this store")
+import "fmt"
 
 // validateKeys checks the keys of a Reset.
 func validateKeys(keys []string) error {
