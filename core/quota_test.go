@@ -3,6 +3,8 @@ package core_test
 import (
 	"context"
 	"errors"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,4 +195,37 @@ func TestResetClearsFallbackState(t *testing.T) {
 	if d, _ := check(t, l, r); !d.Allowed {
 		t.Error("a request after the reset was denied by the fallback's old state")
 	}
+}
+
+// Watching resets does no I/O in NewLimiter: a Redis whose dials hang
+// (a black hole, until the client's dial timeout) does not hold it.
+func TestWatchingResetsWaitsOnNothing(t *testing.T) {
+	var dials atomic.Int32 // dials that ended
+	client := redis.NewClient(&redis.Options{
+		Addr: "192.0.2.1:6379", // never dialed: the dialer below answers
+		Dialer: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			defer dials.Add(1)
+			select { // a black hole, for as long as a dial timeout
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+				return nil, errors.New("dial timeout")
+			}
+		},
+		MaxRetries: -1,
+	})
+	t.Cleanup(func() { client.Close() })
+	store, err := core.NewRedisStore(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	l, err := core.NewLimiter(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := dials.Load(); n != 0 {
+		t.Errorf("NewLimiter returned after %d dials had ended: it waited on the subscription", n)
+	}
+	l.Close() // returns by the dial timeout at worst
 }

@@ -89,8 +89,10 @@ type subscriber interface {
 // the last stop or by [RedisStore.Close], read by a goroutine of its own
 // that calls each watcher's fn per message; go-redis reconnects the
 // subscription by itself after a failure (resets published meanwhile are
-// missed). The subscription is made in the background: a reset published
-// before it is in place may be missed. fn must not call stop. Over a
+// missed). The subscription is made in the background, so that watching
+// does no I/O (a [Limiter] watches in NewLimiter): a reset published
+// before it is in place may be missed. The last stop, and Close, wait for
+// a subscription being dialed at most the client's DialTimeout. fn must not call stop. Over a
 // client without a Subscribe method it returns an error wrapping
 // [ErrNotSupported].
 func (s *RedisStore) WatchResets(fn func(key string)) (stop func(), err error) {
@@ -112,6 +114,7 @@ type resetHub struct {
 	watchers map[int]func(string)
 	next     int
 	ps       *redis.PubSub // nil while nobody watches
+	cancel   func()        // ends the subscribing of ps
 	done     chan struct{} // closed when the goroutine reading ps returns
 	deliver  sync.Mutex    // held while watchers are called
 }
@@ -129,17 +132,23 @@ func (h *resetHub) watch(sub subscriber, fn func(string)) (func(), error) {
 	h.next++
 	h.watchers[id] = fn
 	if h.ps == nil {
-		h.ps = sub.Subscribe(context.Background(), ResetChannel)
+		// no channel yet: subscribing does I/O, which the goroutine does
+		h.ps = sub.Subscribe(context.Background())
+		var ctx context.Context
+		ctx, h.cancel = context.WithCancel(context.Background())
 		h.done = make(chan struct{})
-		go h.run(h.ps, h.done)
+		go h.run(ctx, h.ps, h.done)
 	}
 	var once sync.Once
 	return func() { once.Do(func() { h.unwatch(id) }) }, nil
 }
 
-// run calls the watchers with each message of ps until ps is closed.
-func (h *resetHub) run(ps *redis.PubSub, done chan struct{}) {
+// run subscribes ps to ResetChannel, then calls the watchers with each
+// message of ps until ps is closed. A subscription that fails (Redis down)
+// is made again by ps's reconnects, since ps remembers its channels.
+func (h *resetHub) run(ctx context.Context, ps *redis.PubSub, done chan struct{}) {
 	defer close(done)
+	_ = ps.Subscribe(ctx, ResetChannel)
 	var fns []func(string)
 	for msg := range ps.Channel() {
 		h.deliver.Lock()
@@ -165,6 +174,7 @@ func (h *resetHub) unwatch(id int) {
 	var done chan struct{}
 	if len(h.watchers) == 0 && h.ps != nil {
 		ps, done, h.ps = h.ps, h.done, nil
+		h.cancel()
 	}
 	h.mu.Unlock()
 	h.stopRun(ps, done)
@@ -189,6 +199,9 @@ func (h *resetHub) close() {
 	h.closed = true
 	clear(h.watchers)
 	ps, done := h.ps, h.done
+	if h.ps != nil {
+		h.cancel()
+	}
 	h.ps = nil
 	h.mu.Unlock()
 	if ps != nil {
