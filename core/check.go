@@ -196,7 +196,10 @@ func (p *plan) settle(g int, c *groupCall, d *Decision) {
 			continue
 		}
 		r.cached = c.cached
-		d.Results[i] = RuleResult{Rule: r.name, Result: c.results[j], Shadow: c.shadow}
+		d.Results[i] = RuleResult{Rule: r.name, Result: c.results[j], Shadow: c.shadow, key: r.check.Key, cost: r.cost}
+		if c.results[j].Allowed {
+			d.Results[i].spent = c.spent
+		}
 		if !c.shadow {
 			d.Allowed = d.Allowed && c.results[j].Allowed
 		}
@@ -227,7 +230,8 @@ type groupCall struct {
 	n       int
 	shadow  bool
 	results []Result
-	cached  bool // the denied-key cache answered
+	cached  bool    // the denied-key cache answered
+	spent   spender // who spent the units, when the group was allowed
 }
 
 // deadline is the store deadline of one groupCall, made when first needed.
@@ -294,6 +298,7 @@ func (l *Limiter) callInProcess(ctx context.Context, c *groupCall) error {
 	}
 	res, err := l.callDirect(ctx, c.checks, c.n)
 	err = copyResults(c.results, res, err)
+	c.spent = spentStore
 	if l.observer != nil {
 		l.observer.StoreCalled(time.Duration(l.mono()-t0), err)
 	}
@@ -362,6 +367,7 @@ func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, lead
 		return l.fallback(ctx, c, err)
 	}
 	l.succeeded(c.checks[0].Key)
+	c.spent = spentStore
 	if l.denied != nil {
 		l.denied.record(c.checks, c.n, t0, c.results, leads)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 	"time"
 
@@ -14,13 +15,14 @@ import (
 )
 
 // TestConformanceTwins drives a MemoryStore and a RedisStore over
-// miniredis, on one clock, through the same random sequence of calls and
-// requires identical results: the MemoryStore computes what the scripts
-// compute.
+// miniredis, on one clock, through the same random sequence of calls
+// (decisions, peeks and refunds, some on keys whose limit changes from call
+// to call) and requires identical results: the MemoryStore computes what
+// the scripts compute.
 func TestConformanceTwins(t *testing.T) {
 	clock := &fakeClock{now: start}
 	c, advance := fakeRedis(t, clock)
-	mem, mini := memoryStores(clock)(t), redisStores(c)(t)
+	mem, mini := memoryStores(clock)(t).(core.QuotaStore), redisStores(c)(t).(core.QuotaStore)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	limits := []core.Limit{
@@ -43,15 +45,37 @@ func TestConformanceTwins(t *testing.T) {
 		var checks []core.Check
 		for i := range 1 + rng.IntN(2) {
 			l := all[rng.IntN(len(all))]
-			checks = append(checks, core.Check{Key: fmt.Sprintf("tw:r%d-%v:{%s}", i, l, id), Limit: l})
+			key := fmt.Sprintf("tw:r%d-%v:{%s}", i, l, id)
+			if rng.IntN(3) == 0 {
+				// a key whose limit changes from call to call: rate, period,
+				// burst or algorithm, as a live reconfiguration changes them
+				key = fmt.Sprintf("tw:live%d:{%s}", i, id)
+			}
+			checks = append(checks, core.Check{Key: key, Limit: l})
 		}
 		if len(checks) == 2 && checks[0].Key == checks[1].Key {
 			checks = checks[:1]
 		}
-		want, err1 := mem.AllowAllN(ctx, checks, n)
-		got, err2 := mini.AllowAllN(ctx, checks, n)
+		var want, got []core.Result
+		var err1, err2 error
+		switch rng.IntN(8) {
+		case 0:
+			want, err1 = mem.PeekAll(ctx, checks)
+			got, err2 = mini.PeekAll(ctx, checks)
+		case 1:
+			want, err1 = mem.RefundAllN(ctx, checks, n)
+			got, err2 = mini.RefundAllN(ctx, checks, n)
+		default:
+			want, err1 = mem.AllowAllN(ctx, checks, n)
+			got, err2 = mini.AllowAllN(ctx, checks, n)
+		}
 		if err1 != nil || err2 != nil {
 			t.Fatalf("step %d: errors %v / %v", step, err1, err2)
+		}
+		if os.Getenv("TWDEBUG") != "" {
+			for i := range want {
+				fmt.Println(step, clock.Now().UnixMicro(), checks[i].Key, checks[i].Limit, n, want[i].Allowed, want[i].Remaining, got[i].Remaining)
+			}
 		}
 		for i := range want {
 			if got[i] != want[i] {

@@ -69,6 +69,13 @@ func (c *deniedCache) close() {
 	}
 }
 
+// forget forgets the denial of key, if any.
+func (c *deniedCache) forget(key string) {
+	if c != nil {
+		c.cache.Invalidate(key)
+	}
+}
+
 // clear forgets every denial.
 func (c *deniedCache) clear() {
 	if c != nil {

@@ -89,6 +89,7 @@ func (l *Limiter) fallback(ctx context.Context, c *groupCall, cause error) error
 	if err != nil {
 		return err
 	}
+	c.spent = spentFallback
 	for i := range res {
 		c.results[i] = res[i]
 		c.results[i].Degraded = true

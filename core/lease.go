@@ -37,13 +37,8 @@ type LeasingStore struct {
 	size    int // most units a lease takes; 0 for LeaseSize's default
 	hold    time.Duration
 	now     func() time.Time
-	leases  *otter.Cache[leaseKey, *lease]
+	leases  *otter.Cache[string, *lease] // by storage key
 	maxKeys int
-}
-
-type leaseKey struct {
-	key   string
-	limit Limit
 }
 
 // lease is one key's local state. Holding mu across the shared store's call
@@ -51,6 +46,7 @@ type leaseKey struct {
 // spend from it.
 type lease struct {
 	mu      sync.Mutex
+	limit   Limit     // the limit of the units and denial below
 	units   int       // leased units not yet spent
 	expires time.Time // units are void from then on
 	last    Result    // the shared store's answer that granted the units
@@ -100,9 +96,9 @@ func NewLeasingStore(inner Store, opts ...Option) (*LeasingStore, error) {
 	if s.hold == 0 {
 		s.hold = defaultLeaseHold
 	}
-	s.leases = otter.Must(&otter.Options[leaseKey, *lease]{
+	s.leases = otter.Must(&otter.Options[string, *lease]{
 		MaximumSize:      s.maxKeys,
-		ExpiryCalculator: otter.ExpiryAccessing[leaseKey, *lease](10 * s.hold),
+		ExpiryCalculator: otter.ExpiryAccessing[string, *lease](10 * s.hold),
 	})
 	return s, nil
 }
@@ -136,9 +132,10 @@ func (s *LeasingStore) allowOne(ctx context.Context, key string, limit Limit, n 
 		// no lease may be taken for it
 		return s.innerOne(ctx, key, limit, n)
 	}
-	l := s.leaseOf(key, limit)
+	l := s.leaseOf(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.under(limit)
 	now := s.now()
 	l.count(now, s.hold)
 	if !now.Before(l.expires) {
@@ -185,6 +182,14 @@ func (s *LeasingStore) allowOne(ctx context.Context, key string, limit Limit, n 
 	return l.result(now), nil
 }
 
+// under readies the lease for a decision under limit: what was leased or
+// denied under another limit (the rule changed) does not hold under it.
+func (l *lease) under(limit Limit) {
+	if l.limit != limit {
+		l.limit, l.units, l.deniedUntil, l.deniedCost = limit, 0, time.Time{}, 0
+	}
+}
+
 // count records a decision in the key's demand windows.
 func (l *lease) count(now time.Time, hold time.Duration) {
 	switch d := now.Sub(l.window); {
@@ -223,12 +228,11 @@ func (s *LeasingStore) AllowAllN(ctx context.Context, checks []Check, n int) ([]
 	return []Result{res}, nil
 }
 
-// leaseOf returns the lease state of key under limit, made if absent.
-func (s *LeasingStore) leaseOf(key string, limit Limit) *lease {
-	lk := leaseKey{key, limit}
-	l, ok := s.leases.GetIfPresent(lk)
+// leaseOf returns the lease state of key, made if absent.
+func (s *LeasingStore) leaseOf(key string) *lease {
+	l, ok := s.leases.GetIfPresent(key)
 	if !ok {
-		l, _ = s.leases.ComputeIfAbsent(lk, func() (*lease, bool) { return &lease{}, false })
+		l, _ = s.leases.ComputeIfAbsent(key, func() (*lease, bool) { return &lease{}, false })
 	}
 	return l
 }

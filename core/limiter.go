@@ -95,7 +95,23 @@ type RuleResult struct {
 	// Shadow reports that the rule was in shadow mode: when Allowed is
 	// false, the rule would have denied the request but did not.
 	Shadow bool
+
+	// what the decision spent, for Limiter.Refund
+	key   string
+	cost  int
+	spent spender
 }
+
+// spender says who spent a rule's units in a decision: nobody (a denial,
+// an answer of the denied-key cache, FailOpen), the store, or the
+// Limiter's fallback store.
+type spender uint8
+
+const (
+	spentNothing spender = iota
+	spentStore
+	spentFallback
+)
 
 // Decision is the outcome of checking a request against a set of rules.
 type Decision struct {
@@ -164,6 +180,8 @@ type Limiter struct {
 	fallbackOpts  []Option
 	denied        *deniedCache // nil when off
 	deniedSize    int
+
+	stopWatch func() // stops the watch of resets; nil when none
 
 	brk        breaker   // the store's, or its shards' together (see shardSet)
 	shards     *shardSet // nil unless the store states shards
@@ -242,6 +260,7 @@ func NewLimiter(store Store, opts ...Option) (*Limiter, error) {
 	if l.deniedSize > 0 {
 		l.denied = newDeniedCache(l.deniedSize, l.mono)
 	}
+	l.watchResets()
 	return l, nil
 }
 
@@ -265,6 +284,9 @@ func (l *Limiter) Close() error {
 	l.mu.Unlock()
 	close(l.stop)
 	l.cancelStop()
+	if l.stopWatch != nil {
+		l.stopWatch()
+	}
 	l.wg.Wait()
 	if l.fallbackStore != nil {
 		l.fallbackStore.Close()

@@ -33,7 +33,7 @@ type MemoryStore struct {
 type memState struct {
 	alg     Algorithm // the algorithm that wrote the state, as a Redis key's type tells
 	expires int64     // µs of the store's clock; the state is absent from then on
-	a, b, c int64     // gcra: a = TAT; fixed: a = window, b = count; counter: a = window, b = current, c = previous
+	a, b, c int64     // gcra: a = TAT, b = interval; fixed: a = window, b = count; counter: a = window, b = current, c = previous
 	log     []int64   // sliding log: admitted units' times in µs, oldest first
 
 	// horizon is when the cache drops the entry, in µs of the store's
@@ -139,15 +139,7 @@ func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
 	}
 	all := true
 	for i := range checks {
-		var st memState
-		p, ok := s.cache.GetIfPresent(checks[i].Key)
-		if ok && p.expires > now && p.alg == checks[i].Limit.Algorithm {
-			st = *p
-		} else {
-			// expired, or written by another algorithm (the rule's
-			// changed), which the scripts take for absent too
-			ok = false
-		}
+		st, ok, p := s.read(checks[i], now)
 		cur[i] = p
 		decisions[i] = decide(checks[i].Limit, st, ok, now, int64(n))
 		all = all && decisions[i].ok
@@ -160,17 +152,64 @@ func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
 			results[i] = result(checks[i].Limit, true, d.remainingAfter, 0, d.resetAft)
 			continue
 		}
-		if d.trimmed {
-			// the sliding log trims on every call, as the script does
-			if len(d.trim.log) == 0 {
-				s.cache.Invalidate(checks[i].Key)
-			} else {
-				s.store(checks[i].Key, cur[i], d.trim)
-			}
-		}
+		s.storeTrim(checks[i].Key, cur[i], d)
 		results[i] = result(checks[i].Limit, false, d.remaining, d.retry, d.reset)
 	}
 	return nil
+}
+
+// read returns the state of c's key under c's algorithm at now, whether it
+// exists, and the key's cache entry (nil if none). Expired state, and state
+// another algorithm wrote (the rule's changed), is absent, as the scripts
+// take it; a key of another Redis type is deleted, as they delete it.
+func (s *MemoryStore) read(c Check, now int64) (memState, bool, *memState) {
+	p, ok := s.cache.GetIfPresent(c.Key)
+	if ok && p.expires > now && p.alg == c.Limit.Algorithm {
+		if p.alg == GCRA {
+			rescale(p, c.Limit, now)
+		}
+		return *p, true, p
+	}
+	if ok && p.expires > now && clearsForeign(c.Limit.Algorithm, p.alg) {
+		s.cache.Invalidate(c.Key)
+		p = nil
+	}
+	return memState{}, false, p
+}
+
+// rescale rewrites a GCRA state written under another interval than
+// limit's under limit's, in place, as gcra_tat in gcra.lua rewrites the key
+// when it reads it: it then refills at the new rate.
+func rescale(p *memState, limit Limit, now int64) {
+	interval := int64(math.Ceil(float64(limit.Period.Microseconds()) / float64(limit.Rate)))
+	if p.b == interval || p.a <= now {
+		return
+	}
+	p.a, p.b = gcraTAT(*p, true, now, interval), interval
+	p.expires = now + 1000*ceilMS(p.a-now)
+}
+
+// storeTrim writes a sliding log's trim when a decision that writes
+// nothing else trimmed it: the script trims on every call.
+func (s *MemoryStore) storeTrim(key string, cur *memState, d *memDecision) {
+	if !d.trimmed {
+		return
+	}
+	if len(d.trim.log) == 0 {
+		s.cache.Invalidate(key)
+	} else {
+		s.store(key, cur, d.trim)
+	}
+}
+
+// clearsForeign reports whether a check of alg deletes a key that alg
+// wrote, even when it denies, as the scripts do: every script but GCRA's
+// deletes a key of another Redis type than its own when it reads it (GCRA's
+// SET replaces it only when it writes). The fixed window and the sliding
+// counter share a type, a hash, and read each other's as absent.
+func clearsForeign(alg, wrote Algorithm) bool {
+	hash := func(a Algorithm) bool { return a == FixedWindow || a == SlidingWindowCounter }
+	return alg != GCRA && alg != wrote && !(hash(alg) && hash(wrote))
 }
 
 // slack is how long, in µs, a cached entry outlives the state it held
@@ -264,11 +303,7 @@ func ceilMS(us int64) int64 { return (us + 999) / 1000 }
 func decideGCRA(rate float64, period, burst int64, st memState, exists bool, now, n int64) memDecision {
 	interval := int64(math.Ceil(float64(period) / rate))
 	tolerance := interval * burst
-	tat := now
-	if exists {
-		tat = st.a
-	}
-	tat = max(tat, now)
+	tat := gcraTAT(st, exists, now, interval)
 	d := memDecision{
 		remaining: int64(math.Floor(float64(now+tolerance-tat) / float64(interval))),
 		reset:     tat - now,
@@ -282,11 +317,25 @@ func decideGCRA(rate float64, period, burst int64, st memState, exists bool, now
 		d.ok = true
 		d.remainingAfter = int64(math.Floor(float64(diff) / float64(interval)))
 		d.resetAft = newTAT - now
-		d.state = memState{a: newTAT, expires: now + 1000*ceilMS(newTAT-now)}
+		d.state = memState{a: newTAT, b: interval, expires: now + 1000*ceilMS(newTAT-now)}
 	default:
 		d.retry = -diff
 	}
 	return d
+}
+
+// gcraTAT returns the TAT of st under interval, never before now, as
+// gcra_tat in gcra.lua reads it: a TAT written under another interval keeps
+// its outstanding units, (TAT − now) / old interval, under the new one.
+func gcraTAT(st memState, exists bool, now, interval int64) int64 {
+	if !exists {
+		return now
+	}
+	tat := st.a
+	if st.b != interval && tat > now {
+		tat = now + int64(min(math.Ceil(float64(tat-now)/float64(st.b)*float64(interval)), maxCredit))
+	}
+	return max(tat, now)
 }
 
 func decideFixed(rate float64, period int64, st memState, exists bool, now, n int64) memDecision {

@@ -34,6 +34,7 @@ type RedisStore struct {
 	// slot map, in ns since born.
 	reloaded atomic.Int64
 	born     time.Time
+	resets   resetHub // reset watchers' subscription
 }
 
 // maxCompiledLimits bounds how many distinct limits get scripts of their
@@ -190,9 +191,12 @@ func (s *RedisStore) reloadSlots(err error) {
 }
 
 // Close fails a batching store's queued calls and waits for pipelines in
-// flight; later calls fail with [ErrClosed]. It never closes the client. A
-// store without batching has nothing to close.
+// flight; later calls fail with [ErrClosed]. It also closes the
+// subscription of reset watchers ([RedisStore.WatchResets]) and waits for
+// its goroutine; their stop functions then do nothing. It never closes the
+// client.
 func (s *RedisStore) Close() error {
+	s.resets.close()
 	if s.batch != nil {
 		s.batch.close()
 	}

@@ -30,6 +30,29 @@ func scriptSource(algs ...Algorithm) string {
 	return b.String()
 }
 
+// quotaSource assembles the script that reads checks without spending
+// (peek.lua) or, when refund is set, gives units back first (refund.lua,
+// then peek.lua), after the algorithm files of algs.
+func quotaSource(refund bool, algs ...Algorithm) string {
+	var b, checks, refunds strings.Builder
+	for _, a := range algs {
+		name := algorithmFiles[a]
+		b.WriteString(readScript(name + ".lua"))
+		b.WriteByte('\n')
+		fmt.Fprintf(&checks, "[%d] = %s_check, ", a+1, name)
+		fmt.Fprintf(&refunds, "[%d] = %s_refund, ", a+1, name)
+	}
+	fmt.Fprintf(&b, "local checks = {%s}\n", checks.String())
+	if refund {
+		fmt.Fprintf(&b, "local refunds = {%s}\n", refunds.String())
+		b.WriteString(readScript("refund.lua"))
+	} else {
+		b.WriteString("local refund\n")
+	}
+	b.WriteString(readScript("peek.lua"))
+	return b.String()
+}
+
 // singleSource assembles the script that decides one key under limit, with
 // the limit's parameters compiled in as constants. GCRA and the fixed window
 // have one-key scripts of their own, written out in full: gcra_single.lua,
@@ -63,11 +86,12 @@ func manySource(limit Limit) string {
 
 // gcraConstants is the line that binds a GCRA limit's parameters for
 // gcra_single.lua and gcra_many.lua: the interval (ceil(period/rate) µs),
-// the tolerance (burst * interval µs) and the burst.
+// the tolerance (burst * interval µs), the burst, and the format of the
+// stored value, "<tat>:<interval>", with the interval written in.
 func gcraConstants(limit Limit) string {
 	interval := limit.interval()
-	return fmt.Sprintf("local interval, tolerance, burst = %d, %d, %d\n",
-		interval, interval*int64(limit.Burst), limit.Burst)
+	return fmt.Sprintf("local interval, tolerance, burst, tatfmt = %d, %d, %d, '%%d:%d'\n",
+		interval, interval*int64(limit.Burst), limit.Burst, interval)
 }
 
 func readScript(name string) string {
@@ -81,24 +105,38 @@ func readScript(name string) string {
 // Scripts run by EVALSHA, falling back to EVAL on NOSCRIPT. A call whose
 // checks share one algorithm runs that algorithm's script, which carries no
 // other algorithm's code; mixed calls run mixedScript.
+// The peek and refund scripts are chosen the same way.
 var (
-	algorithmScripts [numAlgorithms]*script
-	mixedScript      = newScript(scriptSource(GCRA, FixedWindow, SlidingWindowLog, SlidingWindowCounter), false)
+	decideScripts = newScriptSet(scriptSource)
+	peekScripts   = newScriptSet(func(algs ...Algorithm) string { return quotaSource(false, algs...) })
+	refundScripts = newScriptSet(func(algs ...Algorithm) string { return quotaSource(true, algs...) })
 )
 
-func init() {
-	for a := range algorithmScripts {
-		algorithmScripts[a] = newScript(scriptSource(Algorithm(a)), false)
+// scriptSet holds one kind of script for each algorithm, and one for
+// mixed calls.
+type scriptSet struct {
+	each  [numAlgorithms]*script
+	mixed *script
+}
+
+func newScriptSet(source func(algs ...Algorithm) string) *scriptSet {
+	set := &scriptSet{mixed: newScript(source(GCRA, FixedWindow, SlidingWindowLog, SlidingWindowCounter), false)}
+	for a := range set.each {
+		set.each[a] = newScript(source(Algorithm(a)), false)
 	}
+	return set
 }
 
 // scriptFor returns the script that decides checks.
-func scriptFor(checks []Check) *script {
+func scriptFor(checks []Check) *script { return decideScripts.of(checks) }
+
+// of returns the set's script for checks.
+func (set *scriptSet) of(checks []Check) *script {
 	alg := checks[0].Limit.Algorithm
 	for i := 1; i < len(checks); i++ {
 		if checks[i].Limit.Algorithm != alg {
-			return mixedScript
+			return set.mixed
 		}
 	}
-	return algorithmScripts[alg]
+	return set.each[alg]
 }

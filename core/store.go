@@ -127,10 +127,13 @@ type QuotaStore interface {
 	Store
 	// PeekAll reports what each check's key would answer a request of one
 	// unit now, without spending anything: Allowed when a unit is left,
-	// Remaining, RetryAfter until one unit fits (0 when one does), and
-	// ResetAfter until the key is full again. Each check is read on its
-	// own, not all or nothing. What a key spent under another limit than
-	// its check's counts under the check's, as for every call.
+	// Remaining, the units left now (a request of one unit would leave
+	// Remaining−1), RetryAfter until one unit fits (0 when one does), and
+	// ResetAfter until the key is full again (0 when it is). Each check is
+	// read on its own, not all or nothing. What a key spent under another
+	// limit than its check's counts under the check's, as for every call.
+	// Nothing is spent; a store may still tidy what it reads, as a sliding
+	// log drops members past its window.
 	PeekAll(ctx context.Context, checks []Check) ([]Result, error)
 	// RefundAllN gives n units back to each check's key, units that a call
 	// of [Store.AllowAllN] spent and the caller chooses not to count, such

@@ -30,6 +30,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/labstack/echo/v5"
 
@@ -79,16 +80,59 @@ func (mw *middleware) wrap(next echo.HandlerFunc) echo.HandlerFunc {
 		// a *echo.Context is one pointer: the view costs no allocation
 		out := mw.m.Handle(request{c})
 		out.Headers.SetHTTP(c.Response().Header())
-		switch {
-		case out.Proceed():
-			return next(c)
-		case out.Limited() && mw.denied != nil:
-			return mw.denied(c, out.Decision)
-		case !out.Limited() && mw.onError != nil:
-			return mw.onError(c, out.Err)
+		if mw.m.Counting() {
+			return mw.counting(c, next, out)
 		}
-		return c.Blob(out.Status, adapter.ProblemContentType, out.Body)
+		return mw.answer(c, next, &out)
 	}
+}
+
+// answer calls next, or answers out's denial or error.
+func (mw *middleware) answer(c *echo.Context, next echo.HandlerFunc, out *adapter.Outcome) error {
+	switch {
+	case out.Proceed():
+		return next(c)
+	case out.Limited() && mw.denied != nil:
+		return mw.denied(c, out.Decision)
+	case !out.Limited() && mw.onError != nil:
+		return mw.onError(c, out.Status, out.Err)
+	}
+	return c.Blob(out.Status, adapter.ProblemContentType, out.Body)
+}
+
+// counting answers as answer does, then reports the answer's status to
+// the middleware, for the rules that count only some answers. It takes
+// out by value: the deferred call keeps it, which must not cost the other
+// path an allocation.
+func (mw *middleware) counting(c *echo.Context, next echo.HandlerFunc, out adapter.Outcome) (err error) {
+	panicked := true
+	defer func() {
+		status := http.StatusInternalServerError
+		if !panicked {
+			status = statusOf(c, err)
+		}
+		_ = mw.m.Done(c.Request().Context(), &out, status) // the Limiter reports the error
+	}()
+	err = mw.answer(c, next, &out)
+	panicked = false
+	return err
+}
+
+// statusOf returns the status of the answer to c, whose handler returned
+// err: the status written, else the one Echo's error handler will write
+// for err (an [echo.HTTPStatusCoder]'s, 500 for another error), else 200.
+func statusOf(c *echo.Context, err error) int {
+	if r, _ := echo.UnwrapResponse(c.Response()); r != nil && r.Committed {
+		return r.Status
+	}
+	var sc echo.HTTPStatusCoder
+	switch {
+	case err == nil:
+		return http.StatusOK
+	case errors.As(err, &sc):
+		return sc.StatusCode()
+	}
+	return http.StatusInternalServerError
 }
 
 var errNotEcho = errors.New("echo5limit: request not from an echo5limit middleware")

@@ -20,7 +20,13 @@ import (
 	"github.com/ratekit/ratekit/internal/adaptertest"
 )
 
-func ok(c *echo.Context) error { return c.String(http.StatusOK, "ok") }
+func ok(c *echo.Context) error {
+	status, asError := adaptertest.AnswerStatus(c.Request().Header.Get)
+	if asError {
+		return echo.NewHTTPError(status, "ok")
+	}
+	return c.String(status, "ok")
+}
 
 // newEcho returns an Echo that serves ok on GET / and /healthz behind mws.
 func newEcho(mws ...echo.MiddlewareFunc) *echo.Echo {
@@ -60,6 +66,7 @@ var harness = adaptertest.Harness{
 // hooks answer, as plain text.
 func options(s adaptertest.Setup) []echo5limit.Option {
 	opts := adaptertest.Shared(s.Config, echo5limit.WithHeaders, echo5limit.WithIETFDraft, echo5limit.WithFailClosedStatus, echo5limit.WithNoIdentity)
+	opts = append(opts, adaptertest.Quota(s.Config, echo5limit.WithRuleSet, echo5limit.WithCountOnly)...)
 	retryAfter := func(c *echo.Context) string { return c.Response().Header().Get("Retry-After") }
 	if path := s.Skip; path != "" {
 		opts = append(opts, echo5limit.WithSkipper(func(c *echo.Context) bool { return c.Path() == path }))
@@ -71,8 +78,8 @@ func options(s adaptertest.Setup) []echo5limit.Option {
 		}))
 	}
 	if answer := s.Error; answer != nil {
-		opts = append(opts, echo5limit.WithErrorHandler(func(c *echo.Context, err error) error {
-			a := answer(err, retryAfter(c))
+		opts = append(opts, echo5limit.WithErrorHandler(func(c *echo.Context, status int, err error) error {
+			a := answer(status, err, retryAfter(c))
 			return c.String(a.Status, a.Body)
 		}))
 	}
@@ -107,7 +114,7 @@ func TestHandlerErrors(t *testing.T) {
 		echo5limit.WithDeniedHandler(func(*echo.Context, core.Decision) error {
 			return echo.NewHTTPError(http.StatusTeapot, "slow down")
 		}),
-		echo5limit.WithErrorHandler(func(*echo.Context, error) error { return echo.ErrForbidden }),
+		echo5limit.WithErrorHandler(func(*echo.Context, int, error) error { return echo.ErrForbidden }),
 	)
 	app := adaptertest.HTTPApp(newEcho(mw, count))
 	app.Get("/", "a")

@@ -45,7 +45,7 @@ func inFlightOptions(s adaptertest.InFlightSetup) []echo5limit.Option {
 		}))
 	}
 	if s.Error != nil {
-		opts = append(opts, echo5limit.WithErrorHandler(func(c *echo.Context, err error) error {
+		opts = append(opts, echo5limit.WithErrorHandler(func(c *echo.Context, _ int, err error) error {
 			a := s.Error(err, c.Response().Header().Get("Retry-After"))
 			return c.String(a.Status, a.Body)
 		}))

@@ -17,7 +17,7 @@ type hooks struct {
 	skipper        func(*echo.Context) bool
 	denied         func(*echo.Context, core.Decision) error
 	inFlightDenied func(*echo.Context, inflight.Result) error
-	onError        func(*echo.Context, error) error
+	onError        func(*echo.Context, int, error) error
 }
 
 // WithSkipper makes the middleware pass requests for which skipper reports
@@ -39,14 +39,27 @@ func WithDeniedHandler(denied func(c *echo.Context, d core.Decision) error) Opti
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
-// made: err wraps [core.ErrUnavailable] when the store is unavailable and
-// the Limiter fails closed (Retry-After is already set; the default answer
-// is the fail-closed status), [core.ErrNoIdentity] when a rule found no
-// identity under [adapter.NoIdentity401] (default 401), and is a
-// misconfiguration otherwise (default 500). err's text is for logs: do not
+// made, with status the status the default answer would have: err wraps
+// [core.ErrUnavailable] when the store is unavailable and the Limiter fails
+// closed (Retry-After is already set; status is the fail-closed status, 503
+// by default), [core.ErrNoIdentity] when a rule found no identity under
+// [adapter.NoIdentity401] (401), and is a misconfiguration otherwise (500). err's text is for logs: do not
 // send it to clients.
-func WithErrorHandler(onError func(c *echo.Context, err error) error) Option {
+func WithErrorHandler(onError func(c *echo.Context, status int, err error) error) Option {
 	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+}
+
+// WithRuleSet makes the middleware read its rules from set at each request,
+// so that [core.RuleSet.Replace] changes them at once; New's rules must
+// then be nil. See [adapter.WithRuleSet].
+func WithRuleSet(set *core.RuleSet) Option { return adapter.WithRuleSet[hooks](set) }
+
+// WithCountOnly makes the named rule count only the answers whose status
+// count picks, such as the 401s of a login handler: the unit is reserved
+// before the handler runs and given back when its answer does not count.
+// See [adapter.WithCountOnly].
+func WithCountOnly(rule string, count func(status int) bool) Option {
+	return adapter.WithCountOnly[hooks](rule, count)
 }
 
 // WithHeaders selects the rate-limit header fields: see [adapter.WithHeaders].

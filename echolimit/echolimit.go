@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 
 	"github.com/labstack/echo/v4"
@@ -39,7 +40,7 @@ type hooks struct {
 	skipper        func(echo.Context) bool
 	denied         func(echo.Context, core.Decision) error
 	inFlightDenied func(echo.Context, inflight.Result) error
-	onError        func(echo.Context, error) error
+	onError        func(echo.Context, int, error) error
 }
 
 // WithSkipper makes the middleware pass requests for which skipper reports
@@ -61,14 +62,27 @@ func WithDeniedHandler(denied func(c echo.Context, d core.Decision) error) Optio
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
-// made: err wraps [core.ErrUnavailable] when the store is unavailable and
-// the Limiter fails closed (Retry-After is already set; the default answer
-// is the fail-closed status), [core.ErrNoIdentity] when a rule found no
-// identity under [adapter.NoIdentity401] (default 401), and is a
-// misconfiguration otherwise (default 500). err's text is for logs: do not
+// made, with status the status the default answer would have: err wraps
+// [core.ErrUnavailable] when the store is unavailable and the Limiter fails
+// closed (Retry-After is already set; status is the fail-closed status, 503
+// by default), [core.ErrNoIdentity] when a rule found no identity under
+// [adapter.NoIdentity401] (401), and is a misconfiguration otherwise (500). err's text is for logs: do not
 // send it to clients.
-func WithErrorHandler(onError func(c echo.Context, err error) error) Option {
+func WithErrorHandler(onError func(c echo.Context, status int, err error) error) Option {
 	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+}
+
+// WithRuleSet makes the middleware read its rules from set at each request,
+// so that [core.RuleSet.Replace] changes them at once; New's rules must
+// then be nil. See [adapter.WithRuleSet].
+func WithRuleSet(set *core.RuleSet) Option { return adapter.WithRuleSet[hooks](set) }
+
+// WithCountOnly makes the named rule count only the answers whose status
+// count picks, such as the 401s of a login handler: the unit is reserved
+// before the handler runs and given back when its answer does not count.
+// See [adapter.WithCountOnly].
+func WithCountOnly(rule string, count func(status int) bool) Option {
+	return adapter.WithCountOnly[hooks](rule, count)
 }
 
 // WithHeaders selects the rate-limit header fields: see [adapter.WithHeaders].
@@ -109,17 +123,60 @@ func New(l *core.Limiter, rules []core.Rule, opts ...Option) (echo.MiddlewareFun
 			req.c = nil
 			requests.Put(req)
 			out.Headers.SetHTTP(c.Response().Header())
-			switch {
-			case out.Proceed():
-				return next(c)
-			case out.Limited() && h.denied != nil:
-				return h.denied(c, out.Decision)
-			case !out.Limited() && h.onError != nil:
-				return h.onError(c, out.Err)
+			if m.Counting() {
+				return h.counting(m, c, next, out)
 			}
-			return c.Blob(out.Status, adapter.ProblemContentType, out.Body)
+			return h.answer(c, next, &out)
 		}
 	}, nil
+}
+
+// counting answers as answer does, then reports the answer's status to m,
+// for the rules that count only some answers. It takes out by value: the
+// deferred call keeps it, which must not cost the other path an
+// allocation.
+func (h *hooks) counting(m *adapter.Middleware, c echo.Context, next echo.HandlerFunc, out adapter.Outcome) (err error) {
+	panicked := true
+	defer func() {
+		status := http.StatusInternalServerError
+		if !panicked {
+			status = statusOf(c, err)
+		}
+		_ = m.Done(c.Request().Context(), &out, status) // the Limiter reports the error
+	}()
+	err = h.answer(c, next, &out)
+	panicked = false
+	return err
+}
+
+// answer calls next, or answers out's denial or error.
+func (h *hooks) answer(c echo.Context, next echo.HandlerFunc, out *adapter.Outcome) error {
+	switch {
+	case out.Proceed():
+		return next(c)
+	case out.Limited() && h.denied != nil:
+		return h.denied(c, out.Decision)
+	case !out.Limited() && h.onError != nil:
+		return h.onError(c, out.Status, out.Err)
+	}
+	return c.Blob(out.Status, adapter.ProblemContentType, out.Body)
+}
+
+// statusOf returns the status of the answer to c, whose handler returned
+// err: the status written, else the one Echo's error handler will write
+// for err (500 for an error that names none), else 200.
+func statusOf(c echo.Context, err error) int {
+	if r := c.Response(); r.Committed {
+		return r.Status
+	}
+	var he *echo.HTTPError
+	switch {
+	case err == nil:
+		return http.StatusOK
+	case errors.As(err, &he):
+		return he.Code
+	}
+	return http.StatusInternalServerError
 }
 
 // MustNew is [New] for rules and options fixed at start-up: it panics if

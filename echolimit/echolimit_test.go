@@ -16,7 +16,13 @@ import (
 	"github.com/ratekit/ratekit/internal/adaptertest"
 )
 
-func ok(c echo.Context) error { return c.String(http.StatusOK, "ok") }
+func ok(c echo.Context) error {
+	status, asError := adaptertest.AnswerStatus(c.Request().Header.Get)
+	if asError {
+		return echo.NewHTTPError(status, "ok")
+	}
+	return c.String(status, "ok")
+}
 
 // app returns an Echo that serves ok on GET / and /healthz behind mws.
 func app(mws ...echo.MiddlewareFunc) *echo.Echo {
@@ -59,6 +65,7 @@ func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (ech
 // hooks answer.
 func options(s adaptertest.Setup) []echolimit.Option {
 	opts := adaptertest.Shared(s.Config, echolimit.WithHeaders, echolimit.WithIETFDraft, echolimit.WithFailClosedStatus, echolimit.WithNoIdentity)
+	opts = append(opts, adaptertest.Quota(s.Config, echolimit.WithRuleSet, echolimit.WithCountOnly)...)
 	if s.Skip != "" {
 		opts = append(opts, echolimit.WithSkipper(func(c echo.Context) bool { return c.Path() == s.Skip }))
 	}
@@ -69,8 +76,8 @@ func options(s adaptertest.Setup) []echolimit.Option {
 		}))
 	}
 	if s.Error != nil {
-		opts = append(opts, echolimit.WithErrorHandler(func(c echo.Context, err error) error {
-			a := s.Error(err, c.Response().Header().Get("Retry-After"))
+		opts = append(opts, echolimit.WithErrorHandler(func(c echo.Context, status int, err error) error {
+			a := s.Error(status, err, c.Response().Header().Get("Retry-After"))
 			return c.String(a.Status, a.Body)
 		}))
 	}
@@ -107,7 +114,7 @@ func TestHandlerErrors(t *testing.T) {
 		echolimit.WithDeniedHandler(func(echo.Context, core.Decision) error {
 			return echo.NewHTTPError(http.StatusTeapot, "slow down")
 		}),
-		echolimit.WithErrorHandler(func(echo.Context, error) error {
+		echolimit.WithErrorHandler(func(echo.Context, int, error) error {
 			return echo.NewHTTPError(http.StatusForbidden, "who are you?")
 		}),
 	), func(next echo.HandlerFunc) echo.HandlerFunc {

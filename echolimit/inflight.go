@@ -55,7 +55,7 @@ func InFlight(l *inflight.Limiter, rule inflight.Rule, opts ...Option) (echo.Mid
 			case out.Limited() && h.inFlightDenied != nil:
 				return h.inFlightDenied(c, out.Result)
 			case !out.Limited() && h.onError != nil:
-				return h.onError(c, out.Err)
+				return h.onError(c, out.Status, out.Err)
 			}
 			return c.Blob(out.Status, adapter.ProblemContentType, out.Body)
 		}

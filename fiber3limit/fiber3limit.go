@@ -41,6 +41,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -87,16 +88,50 @@ func (mw *middleware) serve(c fiber.Ctx) error {
 		return c.Next()
 	}
 	out := mw.decide(c)
+	if mw.m.Counting() {
+		return mw.counting(c, out)
+	}
+	return mw.answer(c, &out)
+}
+
+// answer calls the next handler, or answers out's denial or error.
+func (mw *middleware) answer(c fiber.Ctx, out *adapter.Outcome) error {
 	switch {
 	case out.Proceed():
 		return c.Next()
 	case out.Limited() && mw.denied != nil:
 		return mw.denied(c, out.Decision)
 	case !out.Limited() && mw.onError != nil:
-		return mw.onError(c, out.Err)
+		return mw.onError(c, out.Status, out.Err)
 	}
 	c.Status(out.Status).Set(fiber.HeaderContentType, adapter.ProblemContentType)
 	return c.Send(out.Body) // shared and never modified, as Send requires
+}
+
+// counting answers as answer does, then reports the answer's status to
+// the middleware, for the rules that count only some answers: the status
+// of a returned *fiber.Error (500 for another error, as Fiber's error
+// handler answers), else the response's, and 500 when a handler panicked.
+// It takes out by value: the deferred call keeps it, which must not cost
+// the other path an allocation.
+func (mw *middleware) counting(c fiber.Ctx, out adapter.Outcome) (err error) {
+	ctx := c.Context()
+	panicked := true
+	defer func() {
+		status := http.StatusInternalServerError
+		var fe *fiber.Error
+		switch {
+		case panicked:
+		case err == nil:
+			status = c.Response().StatusCode()
+		case errors.As(err, &fe):
+			status = fe.Code
+		}
+		_ = mw.m.Done(ctx, &out, status) // the Limiter reports the error
+	}()
+	err = mw.answer(c, &out)
+	panicked = false
+	return err
 }
 
 // decide checks c against the rules and sets the rate-limit headers on its

@@ -22,7 +22,13 @@ import (
 	"github.com/ratekit/ratekit/internal/adaptertest"
 )
 
-func ok(c fiber.Ctx) error { return c.SendString("ok") }
+func ok(c fiber.Ctx) error {
+	status, asError := adaptertest.AnswerStatus(func(name string) string { return c.Get(name) })
+	if asError {
+		return fiber.NewError(status, "ok")
+	}
+	return c.Status(status).SendString("ok")
+}
 
 // newApp returns an app that serves ok on GET / and /healthz behind mws,
 // each added with Use.
@@ -111,6 +117,7 @@ var harness = adaptertest.Harness{
 
 func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (fiber.Handler, error) {
 	opts := adaptertest.Shared(s.Config, fiber3limit.WithHeaders, fiber3limit.WithIETFDraft, fiber3limit.WithFailClosedStatus, fiber3limit.WithNoIdentity)
+	opts = append(opts, adaptertest.Quota(s.Config, fiber3limit.WithRuleSet, fiber3limit.WithCountOnly)...)
 	if s.Skip != "" {
 		opts = append(opts, fiber3limit.WithNext(func(c fiber.Ctx) bool { return c.Path() == s.Skip }))
 	}
@@ -120,8 +127,8 @@ func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (fib
 		}))
 	}
 	if answer := s.Error; answer != nil {
-		opts = append(opts, fiber3limit.WithErrorHandler(func(c fiber.Ctx, err error) error {
-			return send(c, answer(err, c.GetRespHeader("Retry-After")))
+		opts = append(opts, fiber3limit.WithErrorHandler(func(c fiber.Ctx, status int, err error) error {
+			return send(c, answer(status, err, c.GetRespHeader("Retry-After")))
 		}))
 	}
 	if s.Must {
@@ -142,7 +149,7 @@ func TestHandlerErrors(t *testing.T) {
 	app := serve(newApp(fiber3limit.MustNew(l, []core.Rule{adaptertest.FixedRule("default", 1)},
 		fiber3limit.WithNoIdentity(adapter.NoIdentity401),
 		fiber3limit.WithDeniedHandler(func(fiber.Ctx, core.Decision) error { return fiber.ErrTooManyRequests }),
-		fiber3limit.WithErrorHandler(func(fiber.Ctx, error) error {
+		fiber3limit.WithErrorHandler(func(fiber.Ctx, int, error) error {
 			return fiber.NewError(http.StatusForbidden, "who are you?")
 		}),
 	), func(c fiber.Ctx) error { reached++; return c.Next() }))

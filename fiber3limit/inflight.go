@@ -56,7 +56,7 @@ func InFlight(l *inflight.Limiter, rule inflight.Rule, opts ...Option) (fiber.Ha
 		case out.Limited() && h.inFlightDenied != nil:
 			return h.inFlightDenied(c, out.Result)
 		case !out.Limited() && h.onError != nil:
-			return h.onError(c, out.Err)
+			return h.onError(c, out.Status, out.Err)
 		}
 		c.Status(out.Status).Set(fiber.HeaderContentType, adapter.ProblemContentType)
 		return c.Send(out.Body) // shared and never modified, as Send requires

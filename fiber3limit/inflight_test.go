@@ -44,7 +44,7 @@ func inFlightOptions(s adaptertest.InFlightSetup) []fiber3limit.Option {
 		}))
 	}
 	if answer := s.Error; answer != nil {
-		opts = append(opts, fiber3limit.WithErrorHandler(func(c fiber.Ctx, err error) error {
+		opts = append(opts, fiber3limit.WithErrorHandler(func(c fiber.Ctx, _ int, err error) error {
 			return send(c, answer(err, c.GetRespHeader("Retry-After")))
 		}))
 	}

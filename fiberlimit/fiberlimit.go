@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -46,7 +47,7 @@ type hooks struct {
 	next           func(*fiber.Ctx) bool
 	denied         func(*fiber.Ctx, core.Decision) error
 	inFlightDenied func(*fiber.Ctx, inflight.Result) error
-	onError        func(*fiber.Ctx, error) error
+	onError        func(*fiber.Ctx, int, error) error
 }
 
 // WithNext makes the middleware pass requests for which next reports true
@@ -67,14 +68,27 @@ func WithDeniedHandler(denied func(c *fiber.Ctx, d core.Decision) error) Option 
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
-// made: err wraps [core.ErrUnavailable] when the store is unavailable and
-// the Limiter fails closed (Retry-After is already set; the default answer
-// is the fail-closed status), [core.ErrNoIdentity] when a rule found no
-// identity under [adapter.NoIdentity401] (default 401), and is a
-// misconfiguration otherwise (default 500). err's text is for logs: do not
+// made, with status the status the default answer would have: err wraps
+// [core.ErrUnavailable] when the store is unavailable and the Limiter fails
+// closed (Retry-After is already set; status is the fail-closed status, 503
+// by default), [core.ErrNoIdentity] when a rule found no identity under
+// [adapter.NoIdentity401] (401), and is a misconfiguration otherwise (500). err's text is for logs: do not
 // send it to clients.
-func WithErrorHandler(onError func(c *fiber.Ctx, err error) error) Option {
+func WithErrorHandler(onError func(c *fiber.Ctx, status int, err error) error) Option {
 	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+}
+
+// WithRuleSet makes the middleware read its rules from set at each request,
+// so that [core.RuleSet.Replace] changes them at once; New's rules must
+// then be nil. See [adapter.WithRuleSet].
+func WithRuleSet(set *core.RuleSet) Option { return adapter.WithRuleSet[hooks](set) }
+
+// WithCountOnly makes the named rule count only the answers whose status
+// count picks, such as the 401s of a login handler: the unit is reserved
+// before the handler runs and given back when its answer does not count.
+// See [adapter.WithCountOnly].
+func WithCountOnly(rule string, count func(status int) bool) Option {
+	return adapter.WithCountOnly[hooks](rule, count)
 }
 
 // WithHeaders selects the rate-limit header fields: see [adapter.WithHeaders].
@@ -110,17 +124,51 @@ func New(l *core.Limiter, rules []core.Rule, opts ...Option) (fiber.Handler, err
 		}
 		out := m.Handle(request{c})
 		out.Headers.Set(responseHeader{c})
-		switch {
-		case out.Proceed():
-			return c.Next()
-		case out.Limited() && h.denied != nil:
-			return h.denied(c, out.Decision)
-		case !out.Limited() && h.onError != nil:
-			return h.onError(c, out.Err)
+		if m.Counting() {
+			return h.counting(m, c, out)
 		}
-		c.Status(out.Status).Set(fiber.HeaderContentType, adapter.ProblemContentType)
-		return c.Send(out.Body) // shared and never modified, as Send requires
+		return h.answer(c, &out)
 	}, nil
+}
+
+// answer calls the next handler, or answers out's denial or error.
+func (h *hooks) answer(c *fiber.Ctx, out *adapter.Outcome) error {
+	switch {
+	case out.Proceed():
+		return c.Next()
+	case out.Limited() && h.denied != nil:
+		return h.denied(c, out.Decision)
+	case !out.Limited() && h.onError != nil:
+		return h.onError(c, out.Status, out.Err)
+	}
+	c.Status(out.Status).Set(fiber.HeaderContentType, adapter.ProblemContentType)
+	return c.Send(out.Body) // shared and never modified, as Send requires
+}
+
+// counting answers as answer does, then reports the answer's status to m,
+// for the rules that count only some answers: the status of a returned
+// *fiber.Error (500 for another error, as Fiber's error handler answers),
+// else the response's, and 500 when a handler panicked. It takes out by
+// value: the deferred call keeps it, which must not cost the other path
+// an allocation.
+func (h *hooks) counting(m *adapter.Middleware, c *fiber.Ctx, out adapter.Outcome) (err error) {
+	ctx := c.UserContext()
+	panicked := true
+	defer func() {
+		status := http.StatusInternalServerError
+		var fe *fiber.Error
+		switch {
+		case panicked:
+		case err == nil:
+			status = c.Response().StatusCode()
+		case errors.As(err, &fe):
+			status = fe.Code
+		}
+		_ = m.Done(ctx, &out, status) // the Limiter reports the error
+	}()
+	err = h.answer(c, &out)
+	panicked = false
+	return err
 }
 
 // MustNew is [New] for rules and options fixed at start-up: it panics if

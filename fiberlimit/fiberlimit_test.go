@@ -20,7 +20,13 @@ import (
 	"github.com/ratekit/ratekit/internal/adaptertest"
 )
 
-func ok(c *fiber.Ctx) error { return c.SendString("ok") }
+func ok(c *fiber.Ctx) error {
+	status, asError := adaptertest.AnswerStatus(func(name string) string { return c.Get(name) })
+	if asError {
+		return fiber.NewError(status, "ok")
+	}
+	return c.Status(status).SendString("ok")
+}
 
 // newApp returns an app that serves ok on GET / and /healthz behind mws.
 func newApp(mws ...fiber.Handler) *fiber.App {
@@ -105,6 +111,7 @@ func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (fib
 // hooks answer.
 func options(s adaptertest.Setup) []fiberlimit.Option {
 	opts := adaptertest.Shared(s.Config, fiberlimit.WithHeaders, fiberlimit.WithIETFDraft, fiberlimit.WithFailClosedStatus, fiberlimit.WithNoIdentity)
+	opts = append(opts, adaptertest.Quota(s.Config, fiberlimit.WithRuleSet, fiberlimit.WithCountOnly)...)
 	if s.Skip != "" {
 		opts = append(opts, fiberlimit.WithNext(func(c *fiber.Ctx) bool { return c.Path() == s.Skip }))
 	}
@@ -115,8 +122,8 @@ func options(s adaptertest.Setup) []fiberlimit.Option {
 		}))
 	}
 	if s.Error != nil {
-		opts = append(opts, fiberlimit.WithErrorHandler(func(c *fiber.Ctx, err error) error {
-			a := s.Error(err, c.GetRespHeader("Retry-After"))
+		opts = append(opts, fiberlimit.WithErrorHandler(func(c *fiber.Ctx, status int, err error) error {
+			a := s.Error(status, err, c.GetRespHeader("Retry-After"))
 			return c.Status(a.Status).SendString(a.Body)
 		}))
 	}
@@ -133,7 +140,7 @@ func TestHandlerErrors(t *testing.T) {
 	app := serve(t, newApp(fiberlimit.MustNew(l, []core.Rule{adaptertest.FixedRule("default", 1)},
 		fiberlimit.WithNoIdentity(adapter.NoIdentity401),
 		fiberlimit.WithDeniedHandler(func(*fiber.Ctx, core.Decision) error { return fiber.ErrTooManyRequests }),
-		fiberlimit.WithErrorHandler(func(*fiber.Ctx, error) error {
+		fiberlimit.WithErrorHandler(func(*fiber.Ctx, int, error) error {
 			return fiber.NewError(http.StatusForbidden, "who are you?")
 		}),
 	), func(c *fiber.Ctx) error { reached++; return c.Next() }), nil)

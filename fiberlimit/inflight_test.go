@@ -48,7 +48,7 @@ func inFlightOptions(s adaptertest.InFlightSetup) []fiberlimit.Option {
 		}))
 	}
 	if s.Error != nil {
-		opts = append(opts, fiberlimit.WithErrorHandler(func(c *fiber.Ctx, err error) error {
+		opts = append(opts, fiberlimit.WithErrorHandler(func(c *fiber.Ctx, _ int, err error) error {
 			a := s.Error(err, c.GetRespHeader("Retry-After"))
 			return c.Status(a.Status).SendString(a.Body)
 		}))

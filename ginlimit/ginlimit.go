@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/gin-gonic/gin"
 
@@ -37,7 +38,7 @@ type hooks struct {
 	skip           func(*gin.Context) bool
 	denied         func(*gin.Context, core.Decision)
 	inFlightDenied func(*gin.Context, inflight.Result)
-	onError        func(*gin.Context, error)
+	onError        func(*gin.Context, int, error)
 }
 
 // WithSkip makes the middleware pass requests for which skip reports true
@@ -57,14 +58,27 @@ func WithDeniedHandler(denied func(c *gin.Context, d core.Decision)) Option {
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
-// made: err wraps [core.ErrUnavailable] when the store is unavailable and
-// the Limiter fails closed (Retry-After is already set; the default answer
-// is the fail-closed status), [core.ErrNoIdentity] when a rule found no
-// identity under [adapter.NoIdentity401] (default 401), and is a
-// misconfiguration otherwise (default 500). The middleware aborts the chain
+// made, with status the status the default answer would have: err wraps
+// [core.ErrUnavailable] when the store is unavailable and the Limiter fails
+// closed (Retry-After is already set; status is the fail-closed status, 503
+// by default), [core.ErrNoIdentity] when a rule found no identity under
+// [adapter.NoIdentity401] (401), and is a misconfiguration otherwise (500). The middleware aborts the chain
 // after onError. err's text is for logs: do not send it to clients.
-func WithErrorHandler(onError func(c *gin.Context, err error)) Option {
+func WithErrorHandler(onError func(c *gin.Context, status int, err error)) Option {
 	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+}
+
+// WithRuleSet makes the middleware read its rules from set at each request,
+// so that [core.RuleSet.Replace] changes them at once; New's rules must
+// then be nil. See [adapter.WithRuleSet].
+func WithRuleSet(set *core.RuleSet) Option { return adapter.WithRuleSet[hooks](set) }
+
+// WithCountOnly makes the named rule count only the answers whose status
+// count picks, such as the 401s of a login handler: the unit is reserved
+// before the handler runs and given back when its answer does not count.
+// See [adapter.WithCountOnly].
+func WithCountOnly(rule string, count func(status int) bool) Option {
+	return adapter.WithCountOnly[hooks](rule, count)
 }
 
 // WithHeaders selects the rate-limit header fields: see [adapter.WithHeaders].
@@ -101,19 +115,45 @@ func New(l *core.Limiter, rules []core.Rule, opts ...Option) (gin.HandlerFunc, e
 		}
 		out := m.Handle(request{c})
 		out.Headers.SetHTTP(c.Writer.Header())
-		switch {
-		case out.Proceed():
-			c.Next()
+		if m.Counting() {
+			h.counting(m, c, out)
 			return
-		case out.Limited() && h.denied != nil:
-			h.denied(c, out.Decision)
-		case !out.Limited() && h.onError != nil:
-			h.onError(c, out.Err)
-		default:
-			c.Data(out.Status, adapter.ProblemContentType, out.Body)
 		}
-		c.Abort()
+		h.answer(c, &out)
 	}, nil
+}
+
+// counting answers as answer does, then reports the answer's status to m,
+// for the rules that count only some answers. It takes out by value: the
+// deferred call keeps it, which must not cost the other path an
+// allocation.
+func (h *hooks) counting(m *adapter.Middleware, c *gin.Context, out adapter.Outcome) {
+	panicked := true
+	defer func() {
+		status := c.Writer.Status()
+		if panicked {
+			status = http.StatusInternalServerError
+		}
+		_ = m.Done(c.Request.Context(), &out, status) // the Limiter reports the error
+	}()
+	h.answer(c, &out)
+	panicked = false
+}
+
+// answer calls the next handler, or answers out's denial or error.
+func (h *hooks) answer(c *gin.Context, out *adapter.Outcome) {
+	switch {
+	case out.Proceed():
+		c.Next()
+		return
+	case out.Limited() && h.denied != nil:
+		h.denied(c, out.Decision)
+	case !out.Limited() && h.onError != nil:
+		h.onError(c, out.Status, out.Err)
+	default:
+		c.Data(out.Status, adapter.ProblemContentType, out.Body)
+	}
+	c.Abort()
 }
 
 // MustNew is [New] for rules and options fixed at start-up: it panics if

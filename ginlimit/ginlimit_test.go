@@ -2,7 +2,6 @@ package ginlimit_test
 
 import (
 	"errors"
-	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -17,7 +16,10 @@ import (
 
 func init() { gin.SetMode(gin.TestMode) }
 
-func ok(c *gin.Context) { c.String(http.StatusOK, "ok") }
+func ok(c *gin.Context) {
+	status, _ := adaptertest.AnswerStatus(c.GetHeader)
+	c.String(status, "ok")
+}
 
 // engine returns an engine that serves ok on GET / and /healthz behind mws.
 func engine(mws ...gin.HandlerFunc) *gin.Engine {
@@ -60,6 +62,7 @@ func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (gin
 // hooks answer.
 func options(s adaptertest.Setup) []ginlimit.Option {
 	opts := adaptertest.Shared(s.Config, ginlimit.WithHeaders, ginlimit.WithIETFDraft, ginlimit.WithFailClosedStatus, ginlimit.WithNoIdentity)
+	opts = append(opts, adaptertest.Quota(s.Config, ginlimit.WithRuleSet, ginlimit.WithCountOnly)...)
 	if s.Skip != "" {
 		opts = append(opts, ginlimit.WithSkip(func(c *gin.Context) bool { return c.FullPath() == s.Skip }))
 	}
@@ -69,8 +72,8 @@ func options(s adaptertest.Setup) []ginlimit.Option {
 		}))
 	}
 	if s.Error != nil {
-		opts = append(opts, ginlimit.WithErrorHandler(func(c *gin.Context, err error) {
-			write(c, s.Error(err, c.Writer.Header().Get("Retry-After")))
+		opts = append(opts, ginlimit.WithErrorHandler(func(c *gin.Context, status int, err error) {
+			write(c, s.Error(status, err, c.Writer.Header().Get("Retry-After")))
 		}))
 	}
 	return opts

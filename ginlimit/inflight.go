@@ -52,7 +52,7 @@ func InFlight(l *inflight.Limiter, rule inflight.Rule, opts ...Option) (gin.Hand
 		case out.Limited() && h.inFlightDenied != nil:
 			h.inFlightDenied(c, out.Result)
 		case !out.Limited() && h.onError != nil:
-			h.onError(c, out.Err)
+			h.onError(c, out.Status, out.Err)
 		default:
 			c.Data(out.Status, adapter.ProblemContentType, out.Body)
 		}

@@ -44,7 +44,7 @@ func inFlightOptions(s adaptertest.InFlightSetup) []ginlimit.Option {
 		}))
 	}
 	if s.Error != nil {
-		opts = append(opts, ginlimit.WithErrorHandler(func(c *gin.Context, err error) {
+		opts = append(opts, ginlimit.WithErrorHandler(func(c *gin.Context, _ int, err error) {
 			write(c, s.Error(err, c.Writer.Header().Get("Retry-After")))
 		}))
 	}

@@ -98,6 +98,8 @@ import (
 	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
@@ -120,7 +122,7 @@ type hooks struct {
 	skip           func(ctx context.Context, fullMethod string) bool
 	denied         func(ctx context.Context, fullMethod string, d core.Decision) error
 	inFlightDenied func(ctx context.Context, fullMethod string, res inflight.Result) error
-	onError        func(ctx context.Context, fullMethod string, err error) error
+	onError        func(ctx context.Context, fullMethod string, code codes.Code, err error) error
 }
 
 // WithSkip makes the interceptor pass calls for which skip reports true
@@ -143,15 +145,33 @@ func WithDeniedHandler(denied func(ctx context.Context, fullMethod string, d cor
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
-// made: err wraps [core.ErrUnavailable] when the store is unavailable and
-// the Limiter fails closed (default codes.Unavailable), [core.ErrNoIdentity]
-// when a rule found no identity under [adapter.NoIdentity401] (default
-// codes.Unauthenticated), and is a misconfiguration otherwise (default
-// codes.Internal). The call fails with the error onError returns, or with
+// made, with code the code the default answer would have: err wraps
+// [core.ErrUnavailable] when the store is unavailable and the Limiter fails
+// closed (codes.Unavailable), [core.ErrNoIdentity] when a rule found no
+// identity under [adapter.NoIdentity401] (codes.Unauthenticated), and is a
+// misconfiguration otherwise (codes.Internal). The call fails with the error onError returns, or with
 // the default answer if it returns nil. err's text is for logs: do not send
 // it to clients.
-func WithErrorHandler(onError func(ctx context.Context, fullMethod string, err error) error) Option {
+func WithErrorHandler(onError func(ctx context.Context, fullMethod string, code codes.Code, err error) error) Option {
 	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+}
+
+// WithRuleSet makes the interceptor read its rules from set at each call,
+// so that [core.RuleSet.Replace] changes them at once; the interceptor's
+// rules must then be nil. See [adapter.WithRuleSet].
+func WithRuleSet(set *core.RuleSet) Option { return adapter.WithRuleSet[hooks](set) }
+
+// WithCountOnly makes the named rule count only the calls whose status
+// code count picks, such as the codes.Unauthenticated of a failed login:
+// the unit is reserved before the handler runs and given back when the
+// call's code does not count (a stream's code is the one its handler
+// returns). A handler that panics past the interceptor gives nothing
+// back. See [adapter.WithCountOnly].
+func WithCountOnly(rule string, count func(code codes.Code) bool) Option {
+	if count == nil {
+		return adapter.WithCountOnly[hooks](rule, nil)
+	}
+	return adapter.WithCountOnly[hooks](rule, func(status int) bool { return count(codes.Code(status)) })
 }
 
 // WithHeaders selects the rate-limit metadata: see [adapter.WithHeaders].
@@ -196,10 +216,15 @@ func UnaryServerInterceptor(l *core.Limiter, rules []core.Rule, opts ...Option) 
 		if owner {
 			defer p.flush()
 		}
-		if err := x.check(ctx, info.FullMethod, p); err != nil {
-			return nil, err
+		out, err := x.check(ctx, info.FullMethod, p)
+		if err == nil {
+			var resp any
+			resp, err = handler(ctx, req)
+			x.done(ctx, &out, err)
+			return resp, err
 		}
-		return handler(ctx, req)
+		x.done(ctx, &out, err)
+		return nil, err
 	}, nil
 }
 
@@ -222,10 +247,12 @@ func StreamServerInterceptor(l *core.Limiter, rules []core.Rule, opts ...Option)
 			defer p.flush()
 			ss = &serverStream{ServerStream: ss, ctx: ctx, p: p}
 		}
-		if err := x.check(ctx, info.FullMethod, p); err != nil {
-			return err
+		out, err := x.check(ctx, info.FullMethod, p)
+		if err == nil {
+			err = handler(srv, ss)
 		}
-		return handler(srv, ss)
+		x.done(ctx, &out, err)
+		return err
 	}, nil
 }
 
@@ -277,13 +304,22 @@ func (h *hooks) skips(ctx context.Context, fullMethod string) bool {
 	return strings.HasPrefix(fullMethod, healthPrefix) || (h.skip != nil && h.skip(ctx, fullMethod))
 }
 
-// check decides a call, adds its rate-limit fields to p, and returns nil if
-// the call may proceed, else the error to fail it with.
-func (x *interceptor) check(ctx context.Context, fullMethod string, p *pending) error {
+// done reports the code of a call's error to the middleware, for the rules
+// that count only some calls.
+func (x *interceptor) done(ctx context.Context, out *adapter.Outcome, err error) {
+	if x.m.Counting() {
+		_ = x.m.Done(ctx, out, int(status.Code(err))) // the Limiter reports the error
+	}
+}
+
+// check decides a call, adds its rate-limit fields to p, and returns the
+// outcome, with nil if the call may proceed, else the error to fail it
+// with.
+func (x *interceptor) check(ctx context.Context, fullMethod string, p *pending) (adapter.Outcome, error) {
 	out := x.m.Handle(request{ctx: ctx, method: fullMethod})
 	out.Headers.Set(p)
 	if out.Proceed() {
-		return nil
+		return out, nil
 	}
 	var err error
 	switch {
@@ -295,12 +331,13 @@ func (x *interceptor) check(ctx context.Context, fullMethod string, p *pending) 
 			err = deniedError(out.Decision)
 		}
 	default:
+		def := failedError(&out)
 		if x.h.onError != nil {
-			err = x.h.onError(ctx, fullMethod, out.Err)
+			err = x.h.onError(ctx, fullMethod, status.Code(def), out.Err)
 		}
 		if err == nil {
-			err = failedError(&out)
+			err = def
 		}
 	}
-	return err
+	return out, err
 }

@@ -387,7 +387,13 @@ func TestMisconfigured(t *testing.T) {
 	rule.Cost = func(core.Request) int { return 0 }
 	logged := make(chan error, 1)
 	conn, _ := serve(t, interceptors(t, l, []core.Rule{rule}, grpclimit.WithErrorHandler(
-		func(_ context.Context, _ string, err error) error { logged <- err; return nil }))...)
+		func(_ context.Context, _ string, code codes.Code, err error) error {
+			if code != codes.Internal {
+				t.Errorf("error handler: code %v, want Internal", code)
+			}
+			logged <- err
+			return nil
+		}))...)
 	_, md, err := say(t, conn, "hi")
 	checkStatus(t, "call", err, codes.Internal, "the rate limiter failed")
 	checkMetadata(t, "call", md, nil)
@@ -401,7 +407,10 @@ func TestCustomHandlers(t *testing.T) {
 	denied := func(_ context.Context, fullMethod string, d core.Decision) error {
 		return status.Errorf(codes.Aborted, "%s: slow down, %d rule(s) said no", fullMethod, len(d.Results))
 	}
-	onError := func(_ context.Context, fullMethod string, err error) error {
+	onError := func(_ context.Context, fullMethod string, code codes.Code, err error) error {
+		if code != codes.Unavailable {
+			t.Errorf("error handler: code %v, want Unavailable", code)
+		}
 		if !errors.Is(err, core.ErrUnavailable) {
 			return nil
 		}

@@ -132,11 +132,12 @@ func (x *inFlight) enter(ctx context.Context, fullMethod string) (*inflight.Leas
 		}
 		return nil, err
 	}
+	def := inFlightFailedError(&out)
 	if x.h.onError != nil {
-		err = x.h.onError(ctx, fullMethod, out.Err)
+		err = x.h.onError(ctx, fullMethod, status.Code(def), out.Err)
 	}
 	if err == nil {
-		err = inFlightFailedError(&out)
+		err = def
 	}
 	return nil, err
 }

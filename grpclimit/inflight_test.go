@@ -101,7 +101,7 @@ func inFlightOptions(s adaptertest.InFlightSetup) []grpclimit.Option {
 		}))
 	}
 	if s.Error != nil {
-		opts = append(opts, grpclimit.WithErrorHandler(func(_ context.Context, _ string, err error) error {
+		opts = append(opts, grpclimit.WithErrorHandler(func(_ context.Context, _ string, _ codes.Code, err error) error {
 			return answer(s.Error(err, ""))
 		}))
 	}

@@ -34,7 +34,8 @@ const DefaultLeeway = 30 * time.Second
 // user, unless [Claim] says otherwise.
 const DefaultClaim = "sub"
 
-// JWTOption configures [JWT], [JWTHMAC] and [JWTPublicKey].
+// JWTOption configures [JWT], [JWTHMAC] and [JWTPublicKey], and the claim
+// readers [JWTClaim], [JWTClaimHMAC] and [JWTClaimPublicKey].
 type JWTOption func(*jwtConfig) error
 
 type jwtConfig struct {
@@ -43,6 +44,7 @@ type jwtConfig struct {
 	issuer      string
 	audience    []string
 	claim       string
+	claimSet    bool // Claim was given
 	expOptional bool
 }
 
@@ -148,13 +150,14 @@ func Audience(aud ...string) JWTOption {
 // string, or a number, written in decimal without an exponent ("user:42").
 // A token without it, or with a value of another type, yields no identity.
 //
-// Default: "sub" ([DefaultClaim]).
+// Default: "sub" ([DefaultClaim]). The claim readers ([JWTClaim] and its
+// kin) take the claim they read as an argument and refuse this option.
 func Claim(name string) JWTOption {
 	return func(c *jwtConfig) error {
 		if name == "" {
 			return errors.New("keyfuncs: empty claim name")
 		}
-		c.claim = name
+		c.claim, c.claimSet = name, true
 		return nil
 	}
 }
@@ -190,6 +193,15 @@ var (
 // error wrapping [core.ErrNoIdentity] (and the jwt package's error, where
 // there is one): the user is never taken from a token nobody checked.
 func JWT(keyFunc jwt.Keyfunc, opts ...JWTOption) (core.KeyFunc, error) {
+	v, err := newVerifier(keyFunc, opts)
+	if err != nil {
+		return nil, err
+	}
+	return v.userKey(), nil
+}
+
+// newVerifier is [JWT]'s verifier.
+func newVerifier(keyFunc jwt.Keyfunc, opts []JWTOption) (*verifier, error) {
 	if keyFunc == nil {
 		return nil, errors.New("keyfuncs: JWT needs a key function")
 	}
@@ -209,13 +221,22 @@ func JWT(keyFunc jwt.Keyfunc, opts ...JWTOption) (core.KeyFunc, error) {
 	if hmacs > 0 && hmacs < len(c.algs) {
 		return nil, fmt.Errorf("keyfuncs: algorithms %q mix HMAC and public-key algorithms", c.algs)
 	}
-	return c.keyFunc(keyFunc), nil
+	return c.verifier(keyFunc), nil
 }
 
 // JWTHMAC is [JWT] for tokens signed with a shared secret, by default with
 // HS256; [Algorithms] may list HS256, HS384 and HS512 only. The secret must
 // not be empty; it is copied.
 func JWTHMAC(secret []byte, opts ...JWTOption) (core.KeyFunc, error) {
+	v, err := newHMACVerifier(secret, opts)
+	if err != nil {
+		return nil, err
+	}
+	return v.userKey(), nil
+}
+
+// newHMACVerifier is [JWTHMAC]'s verifier.
+func newHMACVerifier(secret []byte, opts []JWTOption) (*verifier, error) {
 	if len(secret) == 0 {
 		return nil, errors.New("keyfuncs: JWTHMAC needs a non-empty secret")
 	}
@@ -227,7 +248,7 @@ func JWTHMAC(secret []byte, opts ...JWTOption) (core.KeyFunc, error) {
 		return nil, err
 	}
 	key := slices.Clone(secret)
-	return c.keyFunc(func(*jwt.Token) (any, error) { return key, nil }), nil
+	return c.verifier(func(*jwt.Token) (any, error) { return key, nil }), nil
 }
 
 // JWTPublicKey is [JWT] for tokens signed with the private key of key, which
@@ -236,6 +257,15 @@ func JWTHMAC(secret []byte, opts ...JWTOption) (core.KeyFunc, error) {
 // [Algorithms] may list only, those that the key verifies: RS* and PS* for
 // RSA, the curve's own ES algorithm for ECDSA, EdDSA for Ed25519.
 func JWTPublicKey(key crypto.PublicKey, opts ...JWTOption) (core.KeyFunc, error) {
+	v, err := newPublicKeyVerifier(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return v.userKey(), nil
+}
+
+// newPublicKeyVerifier is [JWTPublicKey]'s verifier.
+func newPublicKeyVerifier(key crypto.PublicKey, opts []JWTOption) (*verifier, error) {
 	c, err := newJWTConfig(opts)
 	if err != nil {
 		return nil, err
@@ -274,7 +304,7 @@ func JWTPublicKey(key crypto.PublicKey, opts ...JWTOption) (core.KeyFunc, error)
 	if err != nil {
 		return nil, err
 	}
-	return c.keyFunc(func(*jwt.Token) (any, error) { return key, nil }), nil
+	return c.verifier(func(*jwt.Token) (any, error) { return key, nil }), nil
 }
 
 func newJWTConfig(opts []JWTOption) (*jwtConfig, error) {
@@ -304,7 +334,15 @@ func (c *jwtConfig) restrict(defaults []string, family algFamily, only string) e
 	return nil
 }
 
-func (c *jwtConfig) keyFunc(keyFunc jwt.Keyfunc) core.KeyFunc {
+// verifier verifies the bearer tokens of requests.
+type verifier struct {
+	parser   *jwt.Parser // safe for concurrent use once built
+	keyFunc  jwt.Keyfunc
+	claim    string // the user claim
+	claimSet bool   // the Claim option was given
+}
+
+func (c *jwtConfig) verifier(keyFunc jwt.Keyfunc) *verifier {
 	popts := []jwt.ParserOption{
 		jwt.WithValidMethods(slices.Clone(c.algs)),
 		jwt.WithLeeway(c.leeway),
@@ -320,31 +358,45 @@ func (c *jwtConfig) keyFunc(keyFunc jwt.Keyfunc) core.KeyFunc {
 	if len(c.audience) > 0 {
 		popts = append(popts, jwt.WithAudience(c.audience...))
 	}
-	parser := jwt.NewParser(popts...) // safe for concurrent use once built
-	claim := c.claim
-	errNoClaim := fmt.Errorf("keyfuncs: token has no string or number %q claim: %w", claim, core.ErrNoIdentity)
+	return &verifier{parser: jwt.NewParser(popts...), keyFunc: keyFunc, claim: c.claim, claimSet: c.claimSet}
+}
 
+// verify returns the claims of r's bearer token, verified, or an error
+// wrapping core.ErrNoIdentity.
+func (v *verifier) verify(r core.Request) (jwt.MapClaims, error) {
+	h := r.Header("Authorization")
+	if len(h) > len("Bearer ")+MaxTokenLen+64 {
+		return nil, errTokenTooLarge
+	}
+	tok, ok := authCredentials(h, "Bearer")
+	if !ok {
+		return nil, errNoBearer
+	}
+	if len(tok) > MaxTokenLen {
+		return nil, errTokenTooLarge
+	}
+	claims := jwt.MapClaims{}
+	if _, err := v.parser.ParseWithClaims(tok, claims, v.keyFunc); err != nil {
+		return nil, fmt.Errorf("keyfuncs: invalid bearer token: %w: %w", err, core.ErrNoIdentity)
+	}
+	return claims, nil
+}
+
+// userKey returns the key function whose identity is "user:" and the
+// user claim of a verified token.
+func (v *verifier) userKey() core.KeyFunc {
+	claim := v.claim
+	errNoClaim := fmt.Errorf("keyfuncs: token has no string or number %q claim: %w", claim, core.ErrNoIdentity)
 	return func(r core.Request) (string, error) {
-		h := r.Header("Authorization")
-		if len(h) > len("Bearer ")+MaxTokenLen+64 {
-			return "", errTokenTooLarge
+		claims, err := v.verify(r)
+		if err != nil {
+			return "", err
 		}
-		tok, ok := authCredentials(h, "Bearer")
-		if !ok {
-			return "", errNoBearer
-		}
-		if len(tok) > MaxTokenLen {
-			return "", errTokenTooLarge
-		}
-		claims := jwt.MapClaims{}
-		if _, err := parser.ParseWithClaims(tok, claims, keyFunc); err != nil {
-			return "", fmt.Errorf("keyfuncs: invalid bearer token: %w: %w", err, core.ErrNoIdentity)
-		}
-		v, ok := claimValue(claims[claim])
+		u, ok := claimValue(claims[claim])
 		if !ok {
 			return "", errNoClaim
 		}
-		return "user:" + v, nil
+		return "user:" + u, nil
 	}
 }
 

@@ -32,6 +32,7 @@
 package nethttp
 
 import (
+	"cmp"
 	"net/http"
 
 	"github.com/ratekit/ratekit/core"
@@ -47,7 +48,7 @@ type hooks struct {
 	skip    func(*http.Request) bool
 	route   func(*http.Request) string
 	denied  func(http.ResponseWriter, *http.Request, core.Decision)
-	onError func(http.ResponseWriter, *http.Request, error)
+	onError func(http.ResponseWriter, *http.Request, int, error)
 }
 
 // WithSkip makes the middleware pass requests for which skip reports true
@@ -72,14 +73,27 @@ func WithDeniedHandler(denied func(w http.ResponseWriter, r *http.Request, d cor
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
-// made: err wraps [core.ErrUnavailable] when the store is unavailable and
-// the Limiter fails closed (Retry-After is already set on w; the default
-// answer is the fail-closed status), [core.ErrNoIdentity] when a rule found
-// no identity under [adapter.NoIdentity401] (default 401), and is a
-// misconfiguration otherwise (default 500). Its text is for logs: do not
-// send it to clients.
-func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, err error)) Option {
+// made, with status the status the default answer would have: err wraps
+// [core.ErrUnavailable] when the store is unavailable and the Limiter fails
+// closed (Retry-After is already set on w; status is the fail-closed
+// status, 503 by default), [core.ErrNoIdentity] when a rule found no
+// identity under [adapter.NoIdentity401] (401), and is a misconfiguration
+// otherwise (500). Its text is for logs: do not send it to clients.
+func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, status int, err error)) Option {
 	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+}
+
+// WithRuleSet makes the middleware read its rules from set at each request,
+// so that [core.RuleSet.Replace] changes them at once; New's rules must
+// then be nil. See [adapter.WithRuleSet].
+func WithRuleSet(set *core.RuleSet) Option { return adapter.WithRuleSet[hooks](set) }
+
+// WithCountOnly makes the named rule count only the answers whose status
+// count picks, such as the 401s of a login handler: the unit is reserved
+// before the handler runs and given back when its answer does not count.
+// See [adapter.WithCountOnly].
+func WithCountOnly(rule string, count func(status int) bool) Option {
+	return adapter.WithCountOnly[hooks](rule, count)
 }
 
 // WithHeaders selects the rate-limit header fields: see [adapter.WithHeaders].
@@ -119,21 +133,78 @@ func New(l *core.Limiter, rules []core.Rule, opts ...Option) (func(http.Handler)
 			}
 			out := m.Handle(req)
 			out.Headers.SetHTTP(w.Header())
-			switch {
-			case out.Proceed():
-				next.ServeHTTP(w, r)
-			case out.Limited() && h.denied != nil:
-				h.denied(w, r, out.Decision)
-			case !out.Limited() && h.onError != nil:
-				h.onError(w, r, out.Err)
-			default:
-				w.Header().Set("Content-Type", adapter.ProblemContentType)
-				w.WriteHeader(out.Status)
-				_, _ = w.Write(out.Body) // an error means the client is gone
+			if m.Counting() {
+				h.counting(m, next, w, r, out)
+				return
 			}
+			h.answer(next, w, r, &out)
 		})
 	}, nil
 }
+
+// answer calls next, or answers out's denial or error.
+func (h *hooks) answer(next http.Handler, w http.ResponseWriter, r *http.Request, out *adapter.Outcome) {
+	switch {
+	case out.Proceed():
+		next.ServeHTTP(w, r)
+	case out.Limited() && h.denied != nil:
+		h.denied(w, r, out.Decision)
+	case !out.Limited() && h.onError != nil:
+		h.onError(w, r, out.Status, out.Err)
+	default:
+		w.Header().Set("Content-Type", adapter.ProblemContentType)
+		w.WriteHeader(out.Status)
+		_, _ = w.Write(out.Body) // an error means the client is gone
+	}
+}
+
+// counting answers as answer does, through a writer that records the
+// status, then reports it to m, for the rules that count only some
+// answers: 200 when nothing was written, as net/http answers then, and 500
+// when the handler panicked. It takes out by value: the deferred call
+// keeps it, which must not cost the other path an allocation.
+func (h *hooks) counting(m *adapter.Middleware, next http.Handler, w http.ResponseWriter, r *http.Request, out adapter.Outcome) {
+	rec := &statusRecorder{ResponseWriter: w}
+	panicked := true
+	defer func() {
+		status := cmp.Or(rec.status, http.StatusOK)
+		if panicked {
+			status = http.StatusInternalServerError
+		}
+		_ = m.Done(r.Context(), &out, status) // the Limiter reports the error
+	}()
+	h.answer(next, rec, r, &out)
+	panicked = false
+}
+
+// statusRecorder remembers the status of an answer, for rules that count
+// only some answers.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusRecorder) WriteHeader(status int) {
+	if w.status == 0 && status >= 200 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusRecorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush sends what is buffered, as the wrapped writer does.
+func (w *statusRecorder) Flush() {
+	_ = http.NewResponseController(w.ResponseWriter).Flush() // a writer that cannot flush has nothing to send early
+}
+
+// Unwrap returns the wrapped writer, for [http.ResponseController].
+func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // MustNew is [New] for rules and options fixed at start-up: it panics if
 // they are invalid.

@@ -12,7 +12,11 @@ import (
 	"github.com/ratekit/ratekit/nethttp"
 )
 
-var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	status, _ := adaptertest.AnswerStatus(r.Header.Get)
+	w.WriteHeader(status)
+	io.WriteString(w, "ok")
+})
 
 // harness builds net/http apps for the shared suite: a ServeMux, with the
 // per-route middlewares wrapping their routes' handlers inside it.
@@ -48,6 +52,7 @@ func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (fun
 // hooks answer.
 func options(s adaptertest.Setup) []nethttp.Option {
 	opts := adaptertest.Shared(s.Config, nethttp.WithHeaders, nethttp.WithIETFDraft, nethttp.WithFailClosedStatus, nethttp.WithNoIdentity)
+	opts = append(opts, adaptertest.Quota(s.Config, nethttp.WithRuleSet, nethttp.WithCountOnly)...)
 	if s.Skip != "" {
 		opts = append(opts, nethttp.WithSkip(func(r *http.Request) bool { return r.URL.Path == s.Skip }))
 	}
@@ -57,8 +62,8 @@ func options(s adaptertest.Setup) []nethttp.Option {
 		}))
 	}
 	if s.Error != nil {
-		opts = append(opts, nethttp.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, err error) {
-			write(w, s.Error(err, w.Header().Get("Retry-After")))
+		opts = append(opts, nethttp.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, status int, err error) {
+			write(w, s.Error(status, err, w.Header().Get("Retry-After")))
 		}))
 	}
 	return opts

@@ -9,6 +9,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"net/http"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -55,6 +56,19 @@ type Config struct {
 	// NoIdentity says what to do when a rule finds no identity;
 	// [NoIdentityNext] by default.
 	NoIdentity NoIdentityPolicy
+	// Rules, when set, holds the middleware's rules instead of the rules
+	// given to [New], which must then be empty: the middleware reads the
+	// set's current rules at each request, so that [core.RuleSet.Replace]
+	// takes effect at once. A replaced set whose rule names the IETF
+	// fields cannot carry answers 500 until it is replaced again.
+	Rules *core.RuleSet
+	// CountOnly maps rule names to a predicate of the status of the
+	// answer: such a rule counts only the answers its predicate picks,
+	// such as 401 from a login handler. Its unit is spent (reserved) before
+	// the next handler runs, so that concurrent requests cannot overrun
+	// it, and given back ([core.Limiter.Refund]) when the handler's answer
+	// is not to count. The adapter reports the status ([Middleware.Done]).
+	CountOnly map[string]func(status int) bool
 }
 
 // Middleware is the logic that every adapter shares: it checks a request
@@ -63,7 +77,9 @@ type Config struct {
 // for concurrent use.
 type Middleware struct {
 	check      func(context.Context, core.Request, []core.Rule) (core.Decision, error) // the core.Limiter's Check; tests replace it
-	rules      []core.Rule
+	refund     func(context.Context, core.Decision, ...string) error                   // the core.Limiter's Refund
+	rules      []core.Rule                                                             // without cfg.Rules
+	view       atomic.Pointer[ruleView]                                                // with cfg.Rules
 	cfg        Config
 	limited    []byte // 429 body
 	never      []byte // 429 body when no wait helps
@@ -75,23 +91,13 @@ type Middleware struct {
 // New returns a Middleware that checks requests against rules with
 // l. It validates the rules ([core.ValidateRules]) and cfg, and copies rules, so
 // later changes to the slice have no effect. With IETF fields on, rule names
-// must be printable ASCII, as structured-field strings are.
+// must be printable ASCII, as structured-field strings are. With
+// [Config.Rules] set, rules must be empty: the set holds them.
 func New(l *core.Limiter, rules []core.Rule, cfg Config) (*Middleware, error) {
 	if l == nil {
 		return nil, errors.New("ratekit: adapter.New: nil Limiter")
 	}
-	if err := core.ValidateRules(rules); err != nil {
-		return nil, err
-	}
-	switch {
-	case cfg.Headers >= numHeaderStyles:
-		return nil, fmt.Errorf("ratekit: unknown header style %d", cfg.Headers)
-	case cfg.NoIdentity >= numNoIdentityPolicies:
-		return nil, fmt.Errorf("ratekit: unknown no-identity policy %d", cfg.NoIdentity)
-	case cfg.FailClosedStatus != 0 && (cfg.FailClosedStatus < 400 || cfg.FailClosedStatus > 599):
-		return nil, fmt.Errorf("ratekit: fail-closed status %d is not a 4xx or 5xx status", cfg.FailClosedStatus)
-	}
-	if err := cfg.Draft.Validate(); err != nil {
+	if err := cfg.validate(rules); err != nil {
 		return nil, err
 	}
 	if cfg.Draft == 0 {
@@ -100,15 +106,18 @@ func New(l *core.Limiter, rules []core.Rule, cfg Config) (*Middleware, error) {
 	if cfg.FailClosedStatus == 0 {
 		cfg.FailClosedStatus = http.StatusServiceUnavailable
 	}
-	m := &Middleware{check: l.Check, rules: slices.Clone(rules), cfg: cfg}
-	for i := range m.rules {
-		r := &m.rules[i]
-		if cfg.Headers.ietf() && !validSFString(r.Name) {
-			return nil, fmt.Errorf("%w: rule name %q is not printable ASCII, which the IETF rate-limit fields require (use HeadersLegacy or rename it)", core.ErrInvalidName, r.Name)
-		}
-		if cfg.NoIdentity == NoIdentityNext {
-			r.Key = markNoIdentity(r.Name, r.Key)
-		}
+	m := &Middleware{check: l.Check, refund: l.Refund, cfg: cfg}
+	if cfg.Rules != nil {
+		rules = cfg.Rules.Rules()
+	}
+	prepared, err := m.prepare(rules)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Rules != nil {
+		m.view.Store(&ruleView{src: &rules[0], rules: prepared})
+	} else {
+		m.rules = prepared
 	}
 	m.limited = Problem(http.StatusTooManyRequests, "The request exceeds a rate limit; retry after the number of seconds in Retry-After.")
 	m.never = Problem(http.StatusTooManyRequests, "The request costs more than a rate limit allows at once; it will never be allowed.")
@@ -116,6 +125,74 @@ func New(l *core.Limiter, rules []core.Rule, cfg Config) (*Middleware, error) {
 	m.noIdentity = Problem(http.StatusUnauthorized, "The request carries no identity to rate-limit.")
 	m.failed = Problem(http.StatusInternalServerError, "The rate limiter failed.")
 	return m, nil
+}
+
+// validate checks cfg, and rules unless cfg.Rules holds them.
+func (cfg *Config) validate(rules []core.Rule) error {
+	if cfg.Rules != nil {
+		if len(rules) > 0 {
+			return errors.New("ratekit: rules given both to New and in a RuleSet")
+		}
+	} else if err := core.ValidateRules(rules); err != nil {
+		return err
+	}
+	for name, count := range cfg.CountOnly {
+		if count == nil {
+			return fmt.Errorf("ratekit: CountOnly: rule %q: %w", name, ErrNilFunc)
+		}
+		if cfg.Rules == nil && !slices.ContainsFunc(rules, func(r core.Rule) bool { return r.Name == name }) {
+			return fmt.Errorf("%w: CountOnly names rule %q, which the middleware does not have", core.ErrInvalidName, name)
+		}
+	}
+	switch {
+	case cfg.Headers >= numHeaderStyles:
+		return fmt.Errorf("ratekit: unknown header style %d", cfg.Headers)
+	case cfg.NoIdentity >= numNoIdentityPolicies:
+		return fmt.Errorf("ratekit: unknown no-identity policy %d", cfg.NoIdentity)
+	case cfg.FailClosedStatus != 0 && (cfg.FailClosedStatus < 400 || cfg.FailClosedStatus > 599):
+		return fmt.Errorf("ratekit: fail-closed status %d is not a 4xx or 5xx status", cfg.FailClosedStatus)
+	}
+	return cfg.Draft.Validate()
+}
+
+// ruleView is the middleware's copy of a RuleSet's current rules, prepared.
+type ruleView struct {
+	src   *core.Rule // the first rule of the set's slice: a replaced set has another
+	rules []core.Rule
+	err   error // the set's rules cannot be prepared
+}
+
+// prepare returns a copy of rules made ready for the middleware: names the
+// header fields can carry, and no-identity errors that name their rule.
+func (m *Middleware) prepare(rules []core.Rule) ([]core.Rule, error) {
+	rules = slices.Clone(rules)
+	for i := range rules {
+		r := &rules[i]
+		if m.cfg.Headers.ietf() && !validSFString(r.Name) {
+			return nil, fmt.Errorf("%w: rule name %q is not printable ASCII, which the IETF rate-limit fields require (use HeadersLegacy or rename it)", core.ErrInvalidName, r.Name)
+		}
+		if m.cfg.NoIdentity == NoIdentityNext {
+			r.Key = markNoIdentity(r.Name, r.Key)
+		}
+	}
+	return rules, nil
+}
+
+// current returns the rules to check a request against: the set's
+// current ones, prepared once per replacement.
+func (m *Middleware) current() ([]core.Rule, error) {
+	if m.cfg.Rules == nil {
+		return m.rules, nil
+	}
+	src := m.cfg.Rules.Rules()
+	v := m.view.Load()
+	if v.src != &src[0] {
+		next := &ruleView{src: &src[0]}
+		next.rules, next.err = m.prepare(src)
+		m.view.CompareAndSwap(v, next) // a lost race stored the same view
+		v = next
+	}
+	return v.rules, v.err
 }
 
 // Outcome is what a [Middleware] decided for one request, and what the
@@ -156,11 +233,15 @@ func (o *Outcome) Limited() bool { return o.Status != 0 && o.Err == nil }
 // returns what to answer.
 func (m *Middleware) Handle(req core.Request) Outcome {
 	ctx := req.Context()
-	d, err := m.check(ctx, req, m.rules)
+	rules, err := m.current()
+	if err != nil {
+		return Outcome{Status: http.StatusInternalServerError, Decision: core.Decision{Limiting: -1}, Err: err, Body: m.failed}
+	}
+	d, err := m.check(ctx, req, rules)
 	if err != nil && m.cfg.NoIdentity == NoIdentityNext {
 		var nie *noIdentityError
 		if errors.As(err, &nie) {
-			d, err = m.checkIdentified(req, nie)
+			d, err = m.checkIdentified(req, rules, nie)
 		}
 	}
 	switch {
@@ -181,13 +262,41 @@ func (m *Middleware) Handle(req core.Request) Outcome {
 	}
 }
 
+// Counting reports whether the middleware has rules that count only some
+// answers ([Config.CountOnly]): the adapter must then call [Middleware.Done]
+// with the status of each answer.
+func (m *Middleware) Counting() bool { return len(m.cfg.CountOnly) > 0 }
+
+// Done tells the middleware the status of the answer to a request that
+// out was decided for, whatever answered it (the next handler, a denial,
+// an error): each rule of [Config.CountOnly] whose predicate does not pick
+// status gives back what the request spent of it. ctx is the request's
+// context: its values reach the store, its cancellation does not, since a
+// client gone does not make its answer count. Done returns the refund's
+// error, which the Limiter also reports to its logger and OnError hook.
+func (m *Middleware) Done(ctx context.Context, out *Outcome, status int) error {
+	if len(m.cfg.CountOnly) == 0 || len(out.Decision.Results) == 0 {
+		return nil
+	}
+	var buf [4]string
+	skip := buf[:0]
+	for name, count := range m.cfg.CountOnly {
+		if !count(status) {
+			skip = append(skip, name)
+		}
+	}
+	if len(skip) == 0 {
+		return nil
+	}
+	return m.refund(context.WithoutCancel(ctx), out.Decision, skip...)
+}
+
 // checkIdentified re-checks req without each rule that found no identity,
 // one at a time, until a check succeeds or fails otherwise. It relies on
 // [core.Limiter.Check] extracting every rule's identity before it spends
 // anything, which it must to group rules by identity: a check that failed
 // for want of an identity spent nothing.
-func (m *Middleware) checkIdentified(req core.Request, nie *noIdentityError) (core.Decision, error) {
-	rules := m.rules
+func (m *Middleware) checkIdentified(req core.Request, rules []core.Rule, nie *noIdentityError) (core.Decision, error) {
 	for {
 		i := slices.IndexFunc(rules, func(r core.Rule) bool { return r.Name == nie.rule })
 		if i < 0 { // cannot happen: the error names one of rules

@@ -3,6 +3,8 @@ package adapter
 import (
 	"errors"
 	"fmt"
+
+	"github.com/ratekit/ratekit/core"
 )
 
 // Settings is what the options of one adapter configure: the
@@ -74,3 +76,36 @@ func WithNoIdentity[H any](policy NoIdentityPolicy) Option[H] {
 // handler given to a concurrency limit's middleware, whose denials carry
 // another result.
 var ErrOptionMismatch = errors.New("option meant for another middleware")
+
+// WithRuleSet makes the middleware read its rules from set at each
+// request, instead of the rules given to New, which must be empty (nil):
+// see [Config.Rules]. Use it to change limits without a restart.
+func WithRuleSet[H any](set *core.RuleSet) Option[H] {
+	return func(s *Settings[H]) error {
+		if set == nil {
+			return errors.New("WithRuleSet: nil RuleSet")
+		}
+		s.Rules = set
+		return nil
+	}
+}
+
+// WithCountOnly makes the named rule count only the answers whose status
+// count reports true, such as a login's 401s: see [Config.CountOnly]. The
+// rule's unit is reserved before the next handler runs and given back when
+// the answer does not count, so that concurrent requests never overrun the
+// limit; a request denied while others hold reservations that are given
+// back later was denied all the same. Given twice for one rule, the last
+// wins.
+func WithCountOnly[H any](rule string, count func(status int) bool) Option[H] {
+	return func(s *Settings[H]) error {
+		if count == nil {
+			return fmt.Errorf("WithCountOnly(%q): %w", rule, ErrNilFunc)
+		}
+		if s.CountOnly == nil {
+			s.CountOnly = make(map[string]func(int) bool)
+		}
+		s.CountOnly[rule] = count
+		return nil
+	}
+}

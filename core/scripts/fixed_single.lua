@@ -29,6 +29,8 @@ local c = 0
 if tonumber(stored[1]) == w then c = tonumber(stored[2]) or 0 end
 local window_end = (w + 1) * period
 if n <= rate and c + n <= rate then
+  -- a hash without w is absent or a sliding counter's: clear its fields
+  if not stored[1] then redis.call('DEL', key) end
   redis.call('HSET', key, 'w', string.format('%d', w), 'c', string.format('%d', c + n))
   redis.call('PEXPIRE', key, string.format('%d', math.ceil((window_end - now) / 1000) + 1))
   return string.format('1 %d 0 %d', rate - c - n, window_end - now)

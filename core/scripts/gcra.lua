@@ -1,24 +1,52 @@
 -- GCRA: the generic cell rate algorithm, a token bucket kept as one timestamp.
 --
--- KEYS (one per GCRA limit): a string holding the theoretical arrival time
---   (TAT) in integer microseconds of Redis's clock; absent means a full bucket.
+-- KEYS (one per GCRA limit): a string "<tat>:<interval>", the theoretical
+--   arrival time (TAT) in integer microseconds of Redis's clock and the
+--   interval in µs of the limit that wrote it; absent means a full bucket.
+--   A bare "<tat>", as written before keys carried their interval, is read
+--   under the current interval.
 -- ARGV (per limit, passed on by decide.lua): rate, period in µs, burst.
 -- Reply (per limit, written by decide.lua): allowed (0/1), remaining units,
 --   retry-after µs (-1: never, the cost exceeds the burst), reset-after µs.
 --
 -- Units are spaced by interval = ceil(period/rate) µs, so all arithmetic is
 -- exact on integers; a full bucket holds burst*interval µs of credit.
+--
+-- A key written under another interval (the limit changed) keeps its
+-- outstanding units, (tat - now) / old interval, under the new interval:
+-- raising 10 to 20 per minute after 10 were spent leaves 10, and lowering
+-- 20 to 10 after 15 were spent denies until 6 have refilled. The rescaled
+-- wait is capped at 2^49 µs, as a bucket's credit is. The read that rescales
+-- writes the key under the new interval at once, allowed or not (a peek
+-- too), so that it refills at the new rate from then on.
+
+-- gcra_tat returns the TAT that key's stored value v (false when absent)
+-- means under interval, never before now.
+local function gcra_tat(key, v, now, interval)
+  local tat = now
+  if type(v) == 'string' then
+    local t0, iv = string.match(v, '^(%d+):(%d+)$')
+    if t0 then
+      tat, iv = t0 + 0, iv + 0
+      if iv ~= interval and tat > now then
+        tat = now + math.min(math.ceil((tat - now) / iv * interval), 562949953421312)
+        redis.call('SET', key, string.format('%d:%d', tat, interval), 'PX', math.ceil((tat - now) / 1000))
+      end
+    else
+      tat = tonumber(v) or now
+    end
+  end
+  if tat < now then tat = now end
+  return tat
+end
 
 local function gcra_check(key, now, rate, period, burst, n)
   local interval = math.ceil(period / rate)
   local tolerance = interval * burst
   -- a key of another type (the rule's algorithm changed) counts as absent:
   -- SET replaces it
-  local v = redis.pcall('GET', key)
-  if type(v) == 'table' then v = false end
-  local tat = v and tonumber(v) or now
-  if tat < now then tat = now end
-  local s = {
+  local tat = gcra_tat(key, redis.pcall('GET', key), now, interval)
+  local s = {interval = interval,
     retry = 0,
     remaining = math.floor((now + tolerance - tat) / interval),
     reset = tat - now,
@@ -38,5 +66,19 @@ local function gcra_check(key, now, rate, period, burst, n)
 end
 
 local function gcra_commit(key, now, s)
-  redis.call('SET', key, string.format('%d', s.tat), 'PX', math.ceil((s.tat - now) / 1000))
+  redis.call('SET', key, string.format('%d:%d', s.tat, s.interval), 'PX', math.ceil((s.tat - now) / 1000))
+end
+
+-- gcra_refund gives n units back: TAT -= n * interval, deleting the key
+-- once the bucket is full. A key of another type is left alone.
+local function gcra_refund(key, now, rate, period, burst, n)
+  local v = redis.pcall('GET', key)
+  if type(v) ~= 'string' then return end
+  local interval = math.ceil(period / rate)
+  local tat = gcra_tat(key, v, now, interval) - n * interval
+  if tat <= now then
+    redis.call('DEL', key)
+  else
+    redis.call('SET', key, string.format('%d:%d', tat, interval), 'PX', math.ceil((tat - now) / 1000))
+  end
 end

@@ -6,8 +6,8 @@
 -- from one call to the next. Loaded after the same line
 -- as gcra_single.lua, binding interval, tolerance and burst.
 --
--- KEYS[i]: the key of call i (a key may repeat), holding the TAT in integer
---   µs as in gcra_single.lua.
+-- KEYS[i]: the key of call i (a key may repeat), holding "<tat>:<interval>"
+--   as in gcra_single.lua.
 -- ARGV[i]: the cost of call i (integer >= 1); ARGV empty when every cost
 --   is 1.
 -- Reply: an array of integers, one per call, each as gcra_single.lua
@@ -28,7 +28,21 @@ for i = 1, #KEYS do
   local tat = tats[k]
   if not tat then
     local v = vals[i]
-    tat = v and tonumber(v) or now
+    tat = now
+    if v then
+      local t0, iv = string.match(v, '^(%d+):(%d+)$')
+      if t0 then
+        tat, iv = t0 + 0, iv + 0
+        if iv ~= interval and tat > now then
+          tat = now + math.min(math.ceil((tat - now) / iv * interval), 562949953421312)
+          -- rewritten under the new interval, so that it refills at the new rate
+          redis.call('SET', k, string.format(tatfmt, tat), 'PX',
+            string.format('%d', math.ceil((tat - now) / 1000)))
+        end
+      else
+        tat = tonumber(v) or now -- a bare TAT, written before keys carried the interval
+      end
+    end
   end
   if tat < now then tat = now end
   local new_tat = tat + n * interval
@@ -47,7 +61,7 @@ end
 for j = 1, #writes do
   local k = writes[j]
   local tat = tats[k]
-  redis.call('SET', k, string.format('%d', tat), 'PX',
+  redis.call('SET', k, string.format(tatfmt, tat), 'PX',
     string.format('%d', math.ceil((tat - now) / 1000)))
 end
 return out

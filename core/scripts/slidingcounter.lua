@@ -33,7 +33,9 @@ local function slidingcounter_check(key, now, rate, period, burst, n)
   end
   local start = w * period
   local weighted = p * (period - (now - start)) / period
-  local s = {w = w, c = c + n, p = p, expire_at = start + 2 * period, retry = 0, reset = 0}
+  -- a hash without sw is absent or a fixed window's: the commit clears it
+  local s = {w = w, c = c + n, p = p, expire_at = start + 2 * period, retry = 0, reset = 0,
+    fresh = not stored[1]}
   s.remaining = math.max(0, math.floor(rate - weighted - c))
   if c > 0 then
     s.reset = start + 2 * period - now
@@ -61,6 +63,23 @@ local function slidingcounter_check(key, now, rate, period, burst, n)
 end
 
 local function slidingcounter_commit(key, now, s)
+  if s.fresh then redis.call('DEL', key) end
   redis.call('HSET', key, 'sw', string.format('%d', s.w), 'sc', s.c, 'sp', s.p)
   redis.call('PEXPIRE', key, math.ceil((s.expire_at - now) / 1000) + 1)
+end
+
+-- slidingcounter_refund gives n units back, from the current window's
+-- count first and then from the previous window's, never below 0.
+local function slidingcounter_refund(key, now, rate, period, burst, n)
+  local stored = redis.pcall('HMGET', key, 'sw', 'sc', 'sp')
+  if stored.err then return end
+  local sw, w = tonumber(stored[1]), math.floor(now / period)
+  local c, p = tonumber(stored[2]) or 0, tonumber(stored[3]) or 0
+  if sw == w then
+    local back = math.min(c, n)
+    c, p = c - back, math.max(0, p - (n - back))
+    redis.call('HSET', key, 'sc', string.format('%d', c), 'sp', string.format('%d', p))
+  elseif sw == w - 1 then
+    redis.call('HSET', key, 'sc', string.format('%d', math.max(0, c - n)))
+  end
 end

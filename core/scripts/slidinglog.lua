@@ -3,7 +3,9 @@
 --
 -- KEYS (one per sliding-log limit): a sorted set of at most rate members.
 --   Members are "<µs>-<index>", where index counts up from the set's size when
---   they were added, so units admitted in the same microsecond stay distinct.
+--   they were added, so units admitted in the same microsecond stay distinct;
+--   it has five digits at least, so that members of one microsecond sort by
+--   index (a refund removes the newest).
 -- ARGV (per limit, passed on by decide.lua): rate, period in µs, burst
 --   (unused).
 -- Reply (per limit, written by decide.lua): allowed (0/1), remaining units,
@@ -56,10 +58,19 @@ local function slidinglog_commit(key, now, s, n)
     local args, j = {}, 0
     while i <= n and j < 1000 do
       args[j + 1] = stamp
-      args[j + 2] = stamp .. '-' .. string.format('%d', s.c + i)
+      args[j + 2] = stamp .. '-' .. string.format('%05d', s.c + i)
       i, j = i + 1, j + 2
     end
     redis.call('ZADD', key, unpack(args))
   end
   redis.call('PEXPIRE', key, math.ceil(s.period / 1000) + 1)
+end
+
+-- slidinglog_refund gives n units back by removing the n newest members
+-- (members of one microsecond go highest index first: the index is
+-- zero-padded so that its order is the members' order).
+local function slidinglog_refund(key, now, rate, period, burst, n)
+  local trimmed = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
+  if type(trimmed) == 'table' then return end
+  redis.call('ZPOPMAX', key, n)
 end

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,10 +27,33 @@ func (f storeFunc) AllowAllN(ctx context.Context, checks []core.Check, n int) ([
 type brokenStore struct {
 	name, caughtBy string
 	wrap           func(inner core.Store) storeFunc
+	wrapQuota      func(inner core.Store) core.Store // instead of wrap, for a broken QuotaStore
+}
+
+// brokenQuota is a QuotaStore over a MemoryStore with its peek or refund
+// broken on purpose.
+type brokenQuota struct {
+	core.QuotaStore
+	peek   func(ctx context.Context, checks []core.Check) ([]core.Result, error)
+	refund func(ctx context.Context, checks []core.Check, n int) ([]core.Result, error)
+}
+
+func (b brokenQuota) PeekAll(ctx context.Context, checks []core.Check) ([]core.Result, error) {
+	if b.peek != nil {
+		return b.peek(ctx, checks)
+	}
+	return b.QuotaStore.PeekAll(ctx, checks)
+}
+
+func (b brokenQuota) RefundAllN(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+	if b.refund != nil {
+		return b.refund(ctx, checks, n)
+	}
+	return b.QuotaStore.RefundAllN(ctx, checks, n)
 }
 
 var brokenStores = []brokenStore{
-	{"spends-on-deny", "AllOrNothing", func(inner core.Store) storeFunc {
+	{name: "spends-on-deny", caughtBy: "AllOrNothing", wrap: func(inner core.Store) storeFunc {
 		// decides each check on its own: the checks that fit are spent
 		// even when another denies
 		return func(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
@@ -49,7 +73,7 @@ var brokenStores = []brokenStore{
 			return out, nil
 		}
 	}},
-	{"spends-above-capacity", "Cost", func(inner core.Store) storeFunc {
+	{name: "spends-above-capacity", caughtBy: "Cost", wrap: func(inner core.Store) storeFunc {
 		// takes what it can of a cost above capacity before saying never
 		return func(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
 			for _, c := range checks {
@@ -60,14 +84,14 @@ var brokenStores = []brokenStore{
 			return inner.AllowAllN(ctx, checks, n)
 		}
 	}},
-	{"reverses-results", "AllOrNothing", func(inner core.Store) storeFunc {
+	{name: "reverses-results", caughtBy: "AllOrNothing", wrap: func(inner core.Store) storeFunc {
 		return func(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
 			res, err := inner.AllowAllN(ctx, checks, n)
 			slices.Reverse(res)
 			return res, err
 		}
 	}},
-	{"unwraps-errors", "InvalidInput", func(inner core.Store) storeFunc {
+	{name: "unwraps-errors", caughtBy: "InvalidInput", wrap: func(inner core.Store) storeFunc {
 		return func(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
 			res, err := inner.AllowAllN(ctx, checks, n)
 			if err != nil {
@@ -76,7 +100,7 @@ var brokenStores = []brokenStore{
 			return res, nil
 		}
 	}},
-	{"retries-a-microsecond-late", "BurstThenDeny", func(inner core.Store) storeFunc {
+	{name: "retries-a-microsecond-late", caughtBy: "BurstThenDeny", wrap: func(inner core.Store) storeFunc {
 		return func(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
 			res, err := inner.AllowAllN(ctx, checks, n)
 			for i := range res {
@@ -87,6 +111,54 @@ var brokenStores = []brokenStore{
 			return res, err
 		}
 	}},
+	{"peek-spends", "PeekSpendsNothing", nil, func(inner core.Store) core.Store {
+		// answers a peek with a decision, which spends a unit
+		q := inner.(core.QuotaStore)
+		return brokenQuota{QuotaStore: q, peek: func(ctx context.Context, checks []core.Check) ([]core.Result, error) {
+			res, err := q.AllowAllN(ctx, checks, 1)
+			for i := range res {
+				if res[i].Allowed {
+					res[i].Remaining++
+				}
+			}
+			return res, err
+		}}
+	}},
+	{"refund-overshoots", "RefundNeverPastFull", nil, func(inner core.Store) core.Store {
+		// gives back units never spent: a refund past full holds them over
+		q := inner.(core.QuotaStore)
+		var owed sync.Map // key → units given back beyond full
+		b := brokenQuota{QuotaStore: q}
+		b.refund = func(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+			res, err := q.RefundAllN(ctx, checks, n)
+			for i, c := range checks {
+				if err == nil && res[i].Remaining == c.Limit.Capacity() {
+					owed.Store(c.Key, n)
+				}
+			}
+			return res, err
+		}
+		return overshooting{brokenQuota: b, owed: &owed}
+	}},
+}
+
+// overshooting is a broken QuotaStore that admits the units a refund gave
+// back beyond full, on top of the capacity.
+type overshooting struct {
+	brokenQuota
+	owed *sync.Map
+}
+
+func (o overshooting) AllowAllN(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+	res, err := o.QuotaStore.AllowAllN(ctx, checks, n)
+	if err != nil || len(checks) != 1 || res[0].Allowed {
+		return res, err
+	}
+	if v, ok := o.owed.Load(checks[0].Key); ok && v.(int) >= n {
+		o.owed.Store(checks[0].Key, v.(int)-n)
+		res[0].Allowed, res[0].RetryAfter = true, 0
+	}
+	return res, err
 }
 
 const brokenEnv = "STORETEST_BROKEN_STORE"
@@ -123,5 +195,11 @@ func TestBrokenStore(t *testing.T) {
 	}
 	c := &clock{now: time.Date(2026, 3, 14, 15, 9, 26, 535_897_000, time.UTC)}
 	inner := memoryStores(core.WithClock(c.Now))
-	storetest.Run(t, func(t *testing.T) core.Store { return brokenStores[i].wrap(inner(t)) }, storetest.WithAdvance(c.Advance))
+	b := brokenStores[i]
+	storetest.Run(t, func(t *testing.T) core.Store {
+		if b.wrapQuota != nil {
+			return b.wrapQuota(inner(t))
+		}
+		return b.wrap(inner(t))
+	}, storetest.WithAdvance(c.Advance))
 }

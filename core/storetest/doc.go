@@ -72,6 +72,25 @@
 //     period after it was admitted; a sliding counter weighs the previous
 //     window by how much of it the period still covers.
 //
+// Cases of [core.QuotaStore]'s methods run when the store under test
+// implements it, each for each algorithm (skipped otherwise):
+//
+//   - PeekSpendsNothing: a peek at a fresh key finds it full (ResetAfter
+//     0); peeks after a unit report what is left, twice alike, and the next
+//     unit leaves one fewer; a spent key peeks as denied.
+//   - RefundGivesBack: 3 spent of 10 and 2 refunded leave 9, which a cost of
+//     9 then spends; a refund to a spent key lets a unit through again.
+//   - RefundNeverPastFull: a refund to a fresh key, or of more than was
+//     spent, leaves the key full and never more: the capacity passes, a
+//     unit more is denied.
+//   - ResetMakesFull: a spent key reset is full again; another identity's
+//     key is untouched; a key never used resets without error.
+//   - LimitRaised: 10 spent under 10 per period, then 20 per period, as
+//     after a live reconfiguration: 10 remain, to a decision and to a peek.
+//   - LimitLoweredLive: 15 spent under 20 per period, then 10 per period:
+//     denied with nothing remaining; for GCRA on a clock the suite steps,
+//     exactly until 0.6 period, when a unit has refilled at the new rate.
+//
 // # Leasing stores
 //
 // A store that takes units ahead of demand and spends them locally, as

@@ -129,7 +129,7 @@ func (d *demo) run() error {
 	if err != nil {
 		return err
 	}
-	d.rules = rules.Default
+	d.rules = rules.Default.Rules()
 
 	d.printf("ratekit demo: one rate limit, held exactly across replicas\n\n")
 	mr := miniredis.NewMiniRedis()

@@ -23,16 +23,21 @@ import (
 
 func main() { app.Main("echo5", newServer) }
 
-func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
-	// The default rule on every route but /healthz and /metrics, served or
-	// not: an unmatched route's pattern is "".
-	perClient, err := echo5limit.New(limiter, rules.Default,
+func newServer(limiter *core.Limiter, rules app.Rules, extra app.Extra) (app.Server, error) {
+	// The default rule on every route but /healthz, /metrics and /admin/,
+	// served or not: an unmatched route's pattern is "".
+	perClient, err := echo5limit.New(limiter, nil, echo5limit.WithRuleSet(rules.Default),
 		echo5limit.WithSkipper(func(c *echo.Context) bool { return app.UnlimitedRoute(c.Path(), c.Request().URL.Path) }))
 	if err != nil {
 		return nil, err
 	}
 	// The strict rule on /strict only.
-	strict, err := echo5limit.New(limiter, rules.Strict)
+	strict, err := echo5limit.New(limiter, nil, echo5limit.WithRuleSet(rules.Strict))
+	if err != nil {
+		return nil, err
+	}
+	// The login rule on POST /login only, counting only its 401 answers.
+	login, err := echo5limit.New(limiter, rules.Login, echo5limit.WithCountOnly(app.LoginRule, app.CountsAsFailure))
 	if err != nil {
 		return nil, err
 	}
@@ -41,9 +46,16 @@ func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (ap
 	e.Use(perClient)
 	e.GET(app.RootPath, func(c *echo.Context) error { return c.String(http.StatusOK, "hello from echo v5\n") })
 	e.GET(app.StrictPath, func(c *echo.Context) error { return c.String(http.StatusOK, "hello from echo v5, strictly\n") }, strict)
+	e.POST(app.LoginPath, func(c *echo.Context) error {
+		return c.NoContent(rules.LoginStatus(c.Request().Header.Get(app.PasswordHeader)))
+	}, login)
 	e.GET(app.HealthzPath, func(c *echo.Context) error { return c.String(http.StatusOK, "ok\n") })
-	if metrics != nil { // -metrics
-		e.GET(app.MetricsPath, echo.WrapHandler(metrics))
+	if extra.Metrics != nil { // -metrics
+		e.GET(app.MetricsPath, echo.WrapHandler(extra.Metrics))
+	}
+	if extra.Admin != nil { // ADMIN_TOKEN
+		e.GET(app.AdminQuotaPath, echo.WrapHandler(extra.Admin))
+		e.POST(app.AdminResetPath, echo.WrapHandler(extra.Admin))
 	}
 	return app.HTTPServer(e), nil
 }

@@ -12,7 +12,6 @@ package main
 import (
 	"context"
 	"net"
-	"net/http"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
@@ -25,15 +24,20 @@ import (
 
 func main() { app.Main("fiber", newServer) }
 
-func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
-	// The default rule on every route but /healthz and /metrics.
-	perClient, err := fiberlimit.New(limiter, rules.Default,
+func newServer(limiter *core.Limiter, rules app.Rules, extra app.Extra) (app.Server, error) {
+	// The default rule on every route but /healthz, /metrics and /admin/.
+	perClient, err := fiberlimit.New(limiter, nil, fiberlimit.WithRuleSet(rules.Default),
 		fiberlimit.WithNext(func(c *fiber.Ctx) bool { return app.Unlimited(c.Path()) }))
 	if err != nil {
 		return nil, err
 	}
 	// The strict rule on /strict only.
-	strict, err := fiberlimit.New(limiter, rules.Strict)
+	strict, err := fiberlimit.New(limiter, nil, fiberlimit.WithRuleSet(rules.Strict))
+	if err != nil {
+		return nil, err
+	}
+	// The login rule on POST /login only, counting only its 401 answers.
+	login, err := fiberlimit.New(limiter, rules.Login, fiberlimit.WithCountOnly(app.LoginRule, app.CountsAsFailure))
 	if err != nil {
 		return nil, err
 	}
@@ -42,9 +46,16 @@ func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (ap
 	f.Use(recover.New(), perClient)
 	f.Get(app.RootPath, func(c *fiber.Ctx) error { return c.SendString("hello from fiber\n") })
 	f.Get(app.StrictPath, strict, func(c *fiber.Ctx) error { return c.SendString("hello from fiber, strictly\n") })
+	f.Post(app.LoginPath, login, func(c *fiber.Ctx) error {
+		return c.SendStatus(rules.LoginStatus(c.Get(app.PasswordHeader)))
+	})
 	f.Get(app.HealthzPath, func(c *fiber.Ctx) error { return c.SendString("ok\n") })
-	if metrics != nil { // -metrics
-		f.Get(app.MetricsPath, adaptor.HTTPHandler(metrics))
+	if extra.Metrics != nil { // -metrics
+		f.Get(app.MetricsPath, adaptor.HTTPHandler(extra.Metrics))
+	}
+	if extra.Admin != nil { // ADMIN_TOKEN
+		f.Get(app.AdminQuotaPath, adaptor.HTTPHandler(extra.Admin))
+		f.Post(app.AdminResetPath, adaptor.HTTPHandler(extra.Admin))
 	}
 	return server{f}, nil
 }

@@ -14,7 +14,6 @@ package main
 import (
 	"context"
 	"net"
-	"net/http"
 
 	"github.com/gofiber/fiber/v3"
 	"github.com/gofiber/fiber/v3/middleware/recover"
@@ -26,15 +25,20 @@ import (
 
 func main() { app.Main("fiber3", newServer) }
 
-func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
-	// The default rule on every route but /healthz and /metrics.
-	perClient, err := fiber3limit.New(limiter, rules.Default,
+func newServer(limiter *core.Limiter, rules app.Rules, extra app.Extra) (app.Server, error) {
+	// The default rule on every route but /healthz, /metrics and /admin/.
+	perClient, err := fiber3limit.New(limiter, nil, fiber3limit.WithRuleSet(rules.Default),
 		fiber3limit.WithNext(func(c fiber.Ctx) bool { return app.Unlimited(c.Path()) }))
 	if err != nil {
 		return nil, err
 	}
 	// The strict rule on /strict only.
-	strict, err := fiber3limit.New(limiter, rules.Strict)
+	strict, err := fiber3limit.New(limiter, nil, fiber3limit.WithRuleSet(rules.Strict))
+	if err != nil {
+		return nil, err
+	}
+	// The login rule on POST /login only, counting only its 401 answers.
+	login, err := fiber3limit.New(limiter, rules.Login, fiber3limit.WithCountOnly(app.LoginRule, app.CountsAsFailure))
 	if err != nil {
 		return nil, err
 	}
@@ -43,9 +47,17 @@ func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (ap
 	f.Use(recover.New(), perClient)
 	f.Get(app.RootPath, func(c fiber.Ctx) error { return c.SendString("hello from fiber v3\n") })
 	f.Get(app.StrictPath, strict, func(c fiber.Ctx) error { return c.SendString("hello from fiber v3, strictly\n") })
+	f.Post(app.LoginPath, login, func(c fiber.Ctx) error {
+		return c.SendStatus(rules.LoginStatus(c.Get(app.PasswordHeader)))
+	})
 	f.Get(app.HealthzPath, func(c fiber.Ctx) error { return c.SendString("ok\n") })
-	if metrics != nil { // -metrics; Fiber v3 serves a net/http handler as it is
-		f.Get(app.MetricsPath, metrics)
+	// Fiber v3 serves a net/http handler as it is
+	if extra.Metrics != nil { // -metrics
+		f.Get(app.MetricsPath, extra.Metrics)
+	}
+	if extra.Admin != nil { // ADMIN_TOKEN
+		f.Get(app.AdminQuotaPath, extra.Admin)
+		f.Post(app.AdminResetPath, extra.Admin)
 	}
 	return server{f}, nil
 }

@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -31,6 +34,7 @@ import (
 type server struct {
 	backend   *app.Backend
 	limiter   *core.Limiter
+	rules     *core.RuleSet // the default and strict rules, as one interceptor's
 	grpc      *grpc.Server
 	ln        net.Listener
 	metrics   *http.Server // nil without -metrics
@@ -54,7 +58,7 @@ func start(cfg app.Config, metricsAddr string, log *slog.Logger) (s *server, err
 	if s.backend, err = app.OpenBackend(cfg); err != nil {
 		return nil, fmt.Errorf("open the store: %w", err)
 	}
-	opts := []core.Option{core.WithFailurePolicy(cfg.Fail), core.WithTimeout(cfg.Timeout), core.WithLogger(log)}
+	opts := []core.Option{core.WithFailurePolicy(cfg.Fail), core.WithTimeout(cfg.Timeout), core.WithLogger(log), core.WithPrefix(cfg.Prefix)}
 	var reg *prometheus.Registry
 	if cfg.Metrics {
 		collector := promlimit.MustNew()
@@ -65,11 +69,14 @@ func start(cfg app.Config, metricsAddr string, log *slog.Logger) (s *server, err
 	if s.limiter, err = core.NewLimiter(s.backend.Store, opts...); err != nil {
 		return nil, err
 	}
-	rules, err := cfg.Rules()
+	def, strict, err := cfg.RateRules()
 	if err != nil {
 		return nil, err
 	}
-	if s.grpc, err = newGRPCServer(s.limiter, rules); err != nil {
+	if s.rules, err = core.NewRuleSet(interceptorRules(def, strict)); err != nil {
+		return nil, err
+	}
+	if s.grpc, err = newGRPCServer(s.limiter, s.rules); err != nil {
 		return nil, err
 	}
 	if s.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
@@ -90,20 +97,15 @@ func start(cfg app.Config, metricsAddr string, log *slog.Logger) (s *server, err
 // SayHelloStrict also under the strict one, in one interceptor whose rules
 // are decided all or nothing; the health service and server reflection,
 // never limited.
-func newGRPCServer(limiter *core.Limiter, r app.Rules) (*grpc.Server, error) {
-	rules := slices.Clone(r.Default)
-	for _, strict := range r.Strict {
-		strict.Skip = grpclimit.ExceptMethods(strictMethod)
-		rules = append(rules, strict)
-	}
+func newGRPCServer(limiter *core.Limiter, rules *core.RuleSet) (*grpc.Server, error) {
 	skipReflection := grpclimit.WithSkip(func(_ context.Context, fullMethod string) bool {
 		return strings.HasPrefix(fullMethod, "/grpc.reflection.")
 	})
-	unary, err := grpclimit.UnaryServerInterceptor(limiter, rules, skipReflection)
+	unary, err := grpclimit.UnaryServerInterceptor(limiter, nil, grpclimit.WithRuleSet(rules), skipReflection)
 	if err != nil {
 		return nil, err
 	}
-	stream, err := grpclimit.StreamServerInterceptor(limiter, rules, skipReflection)
+	stream, err := grpclimit.StreamServerInterceptor(limiter, nil, grpclimit.WithRuleSet(rules), skipReflection)
 	if err != nil {
 		return nil, err
 	}
@@ -114,15 +116,47 @@ func newGRPCServer(limiter *core.Limiter, r app.Rules) (*grpc.Server, error) {
 	return srv, nil
 }
 
+// interceptorRules returns the rules of the app's one interceptor: the
+// default rules, and the strict ones, which skip every method but
+// SayHelloStrict.
+func interceptorRules(def, strict []core.Rule) []core.Rule {
+	rules := slices.Clone(def)
+	for _, r := range strict {
+		r.Skip = grpclimit.ExceptMethods(strictMethod)
+		rules = append(rules, r)
+	}
+	return rules
+}
+
+// reload rereads the rules file into the interceptor's rules, or logs why
+// it cannot and keeps them.
+func (s *server) reload(cfg app.Config, log *slog.Logger) {
+	if cfg.RulesFile == "" {
+		log.Warn("SIGHUP: no rules file to reread (-rules); the rules stay")
+		return
+	}
+	def, strict, err := cfg.RateRules()
+	if err == nil {
+		err = s.rules.Replace(interceptorRules(def, strict))
+	}
+	if err != nil {
+		log.Error("SIGHUP: the rules file is not valid; the rules stay", "err", err)
+		return
+	}
+	log.Info("SIGHUP: rules reloaded", "file", cfg.RulesFile)
+}
+
 // serve logs how to use the app, serves until ctx ends, then stops
 // gracefully and returns the exit status.
 func (s *server) serve(ctx context.Context, cfg app.Config, log *slog.Logger) int {
 	addr := s.ln.Addr().String()
 	log.Info(name+" example listening", "addr", addr)
 	log.LogAttrs(ctx, slog.LevelInfo, "store: "+s.backend.Kind, s.backend.Attrs...)
-	def, strict := cfg.Limits()
-	log.Info("limits", app.DefaultRule, def.String(), app.StrictRule, strict.String()+" on "+strictMethod,
-		"key", cfg.KeyMode, "fail", cfg.Fail.String())
+	var limits []any
+	for _, r := range s.rules.Rules() {
+		limits = append(limits, r.Name, r.Limit.String())
+	}
+	log.Info("limits", append(limits, "strict on", strictMethod, "key", cfg.KeyMode, "prefix", cfg.Prefix, "fail", cfg.Fail.String())...)
 	served := make(chan error, 2)
 	go func() { served <- s.grpc.Serve(s.ln) }()
 	if s.metrics != nil {
@@ -136,14 +170,7 @@ func (s *server) serve(ctx context.Context, cfg app.Config, log *slog.Logger) in
 			log.Warn("Redis does not answer yet: calls are decided by the fail policy until it does", "fail", cfg.Fail.String(), "err", err)
 		}
 	}
-	code := 0
-	select {
-	case err := <-served:
-		log.Error("a server stopped", "err", err)
-		code = 1
-	case <-ctx.Done():
-		log.Info("shutting down", "cause", context.Cause(ctx))
-	}
+	code := s.wait(ctx, served, cfg, log)
 	if err := s.shutdown(); err != nil {
 		log.Error("calls still in flight were cut off", "err", err)
 		code = 1
@@ -151,6 +178,27 @@ func (s *server) serve(ctx context.Context, cfg app.Config, log *slog.Logger) in
 	s.close()
 	log.Info("stopped")
 	return code
+}
+
+// wait serves until ctx ends, and returns 0, or until a server stops by
+// itself, and returns 1, rereading the rules file on each SIGHUP
+// meanwhile.
+func (s *server) wait(ctx context.Context, served <-chan error, cfg app.Config, log *slog.Logger) int {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case err := <-served:
+			log.Error("a server stopped", "err", err)
+			return 1
+		case <-ctx.Done():
+			log.Info("shutting down", "cause", context.Cause(ctx))
+			return 0
+		case <-hup:
+			s.reload(cfg, log)
+		}
+	}
 }
 
 // shutdown stops both servers, letting calls in flight finish within

@@ -20,15 +20,20 @@ import (
 
 func main() { app.Main("nethttp", newServer) }
 
-func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
-	// The default rule on every route but /healthz and /metrics.
-	perClient, err := nethttp.New(limiter, rules.Default,
+func newServer(limiter *core.Limiter, rules app.Rules, extra app.Extra) (app.Server, error) {
+	// The default rule on every route but /healthz, /metrics and /admin/.
+	perClient, err := nethttp.New(limiter, nil, nethttp.WithRuleSet(rules.Default),
 		nethttp.WithSkip(func(r *http.Request) bool { return app.Unlimited(r.URL.Path) }))
 	if err != nil {
 		return nil, err
 	}
 	// The strict rule on /strict only: it wraps that route's handler.
-	strict, err := nethttp.New(limiter, rules.Strict)
+	strict, err := nethttp.New(limiter, nil, nethttp.WithRuleSet(rules.Strict))
+	if err != nil {
+		return nil, err
+	}
+	// The login rule on POST /login only, counting only its 401 answers.
+	login, err := nethttp.New(limiter, rules.Login, nethttp.WithCountOnly(app.LoginRule, app.CountsAsFailure))
 	if err != nil {
 		return nil, err
 	}
@@ -40,11 +45,18 @@ func newServer(limiter *core.Limiter, rules app.Rules, metrics http.Handler) (ap
 	mux.Handle("GET "+app.StrictPath, strict(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "hello from net/http, strictly\n")
 	})))
+	mux.Handle("POST "+app.LoginPath, login(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(rules.LoginStatus(r.Header.Get(app.PasswordHeader)))
+	})))
 	mux.HandleFunc("GET "+app.HealthzPath, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
-	if metrics != nil { // -metrics
-		mux.Handle("GET "+app.MetricsPath, metrics)
+	if extra.Metrics != nil { // -metrics
+		mux.Handle("GET "+app.MetricsPath, extra.Metrics)
+	}
+	if extra.Admin != nil { // ADMIN_TOKEN
+		mux.Handle("GET "+app.AdminQuotaPath, extra.Admin)
+		mux.Handle("POST "+app.AdminResetPath, extra.Admin)
 	}
 	return app.HTTPServer(perClient(mux)), nil
 }

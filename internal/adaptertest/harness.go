@@ -18,8 +18,10 @@ type Harness struct {
 	// s.Must) from l, rules and the options s describes, and returns an
 	// app that serves GET / and GET /healthz behind it, each answering 200
 	// "ok". The context of a request the app serves (r.Context()) must
-	// reach the middleware as the framework's request context. New returns
-	// the adapter's error.
+	// reach the middleware as the framework's request context. GET /
+	// answers the status a request asks for in [AnswerStatusHeader] or
+	// [AnswerErrorHeader] (see [AnswerStatus]). New returns the adapter's
+	// error.
 	New func(tb testing.TB, l *core.Limiter, rules []core.Rule, s Setup) (App, error)
 	// Routes returns an app with three middlewares of l, made with the
 	// adapter's MustNew: one of global over every route; one of users on
@@ -47,9 +49,10 @@ type Setup struct {
 	// field that the response holds when the handler runs.
 	Denied func(d core.Decision, retryAfter string) Answer
 	// Error, when not nil, is what the adapter's error handler
-	// (WithErrorHandler) answers, given the error and the Retry-After field
-	// that the response holds when the handler runs.
-	Error func(err error, retryAfter string) Answer
+	// (WithErrorHandler) answers, given the status the default answer
+	// would have, the error and the Retry-After field that the response
+	// holds when the handler runs.
+	Error func(status int, err error, retryAfter string) Answer
 	// Must makes the harness build the middleware with MustNew rather
 	// than New.
 	Must bool
@@ -68,6 +71,24 @@ func Shared[O any](c adapter.Config,
 	failClosed func(int) O, noIdentity func(adapter.NoIdentityPolicy) O,
 ) []O {
 	return []O{headers(c.Headers), draft(c.Draft), failClosed(c.FailClosedStatus), noIdentity(c.NoIdentity)}
+}
+
+// Quota returns c's rule set and count-only rules as options of an
+// adapter, made with its WithRuleSet and WithCountOnly.
+func Quota[O any](c adapter.Config, ruleSet func(*core.RuleSet) O, countOnly func(string, func(int) bool) O) []O {
+	var opts []O
+	if c.Rules != nil {
+		opts = append(opts, ruleSet(c.Rules))
+	}
+	for name, count := range c.CountOnly {
+		opts = append(opts, countOnly(name, count))
+	}
+	return opts
+}
+
+// configWith returns a Config with a rule set and count-only rules.
+func configWith(set *core.RuleSet, countOnly map[string]func(int) bool) adapter.Config {
+	return adapter.Config{Rules: set, CountOnly: countOnly}
 }
 
 // App serves one request through an adapter's framework.

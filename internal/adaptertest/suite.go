@@ -40,6 +40,9 @@ func Run(t *testing.T, h Harness) {
 		{"Misconfigured", testMisconfigured},
 		{"NeverAllowed", testNeverAllowed},
 		{"NewInvalid", testNewInvalid},
+		{"RuleSet", testRuleSet},
+		{"CountOnly", testCountOnly},
+		{"CountOnlyConcurrent", testCountOnlyConcurrent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, h) })
@@ -224,8 +227,11 @@ func testCustomHandlers(t *testing.T, h Harness) {
 			res, _ := d.LimitingResult()
 			return Answer{http.StatusTeapot, "slow down: " + res.Rule + ", retry after " + retryAfter}
 		},
-		Error: func(err error, _ string) Answer {
+		Error: func(status int, err error, _ string) Answer {
 			gotErr = err
+			if status != http.StatusUnauthorized {
+				t.Errorf("error handler: status %d, want 401", status)
+			}
 			return Answer{http.StatusForbidden, "who are you?"}
 		},
 	}
@@ -350,8 +356,11 @@ func testStoreFailureErrorHandler(t *testing.T, h Harness) {
 	l := NewLimiterOver(t, FailingStore{}, core.WithFailurePolicy(core.FailClosed))
 	var gotErr error
 	var retryAfter string
-	s := Setup{Error: func(err error, ra string) Answer {
+	s := Setup{Error: func(status int, err error, ra string) Answer {
 		gotErr, retryAfter = err, ra
+		if status != http.StatusServiceUnavailable {
+			t.Errorf("error handler: status %d, want 503", status)
+		}
 		return Answer{http.StatusBadGateway, "down"}
 	}}
 	app := build(t, h, l, []core.Rule{FixedRule("default", 10)}, s)
@@ -378,8 +387,11 @@ func testMisconfigured(t *testing.T, h Harness) {
 	checkFields(t, r.Header, map[string]string{"X-RateLimit-Limit": "", "Retry-After": ""})
 
 	var gotErr error
-	app := build(t, h, l, []core.Rule{rule}, Setup{Error: func(err error, _ string) Answer {
+	app := build(t, h, l, []core.Rule{rule}, Setup{Error: func(status int, err error, _ string) Answer {
 		gotErr = err
+		if status != http.StatusInternalServerError {
+			t.Errorf("error handler: status %d, want 500", status)
+		}
 		return Answer{http.StatusServiceUnavailable, "misconfigured"}
 	}})
 	if r := app.Get("/", "a"); r.Status != http.StatusServiceUnavailable || r.Body != "misconfigured" {

@@ -46,6 +46,7 @@ func TestParseDefaults(t *testing.T) {
 		Algorithm: core.GCRA, KeyMode: "ip", Fail: core.FailLocal,
 		SentinelMaster: "mymaster", Timeout: core.DefaultTimeout,
 		OTelInterval: app.DefaultOTelInterval,
+		Prefix:       core.DefaultPrefix, LoginLimit: 3, LoginPassword: "open-sesame",
 	}
 	if fmt.Sprint(c) != fmt.Sprint(want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", c, want)
@@ -86,6 +87,15 @@ func TestParseEnvironment(t *testing.T) {
 		if f.got != f.want {
 			t.Errorf("%s = %v, want %v", f.name, f.got, f.want)
 		}
+	}
+
+	getenv = env("PREFIX", "billing:", "RULES_FILE", "../../rules.yaml", "LOGIN_LIMIT", "5", "LOGIN_PASSWORD", "pw", "ADMIN_TOKEN", "tok")
+	c, err = app.Parse("test", []string{"-login-limit", "4"}, getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprintln(c.Prefix, c.RulesFile, c.LoginLimit, c.LoginPassword, c.AdminToken), "billing: ../../rules.yaml 4 pw tok\n"; got != want {
+		t.Errorf("Prefix, RulesFile, LoginLimit (the flag beats LOGIN_LIMIT), LoginPassword, AdminToken = %s, want %s", got, want)
 	}
 
 	getenv = env("REDIS_SENTINEL_ADDRS", "10.0.0.1:26379,10.0.0.2:26379", "REDIS_SENTINEL_MASTER", "cache", "TIMEOUT", "250ms")
@@ -131,6 +141,10 @@ func TestParseErrors(t *testing.T) {
 		{nil, []string{"METRICS", "yes please"}, `METRICS="yes please"`},
 		{[]string{"-otel-interval", "0s"}, nil, "-otel-interval (OTEL_INTERVAL) is 0s"},
 		{nil, []string{"OTEL", "maybe"}, `OTEL="maybe"`},
+		{[]string{"-prefix", "a{b"}, nil, `-prefix (PREFIX) is "a{b"`},
+		{[]string{"-login-limit", "0"}, nil, "-login-limit (LOGIN_LIMIT) is 0"},
+		{[]string{"-rules", "no-such-file.yaml"}, nil, "-rules (RULES_FILE): open no-such-file.yaml"},
+		{[]string{"-rules", "../../../README.md"}, nil, "-rules (RULES_FILE): ../../../README.md"},
 		{[]string{"extra"}, nil, `unexpected argument "extra"`},
 		{[]string{"-bogus"}, nil, "flag provided but not defined: -bogus"},
 	} {
@@ -218,14 +232,18 @@ func TestRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Default) != 1 || len(r.Strict) != 1 {
-		t.Fatalf("rules %+v: want one default and one strict rule", r)
+	def, strict := r.Default.Rules(), r.Strict.Rules()
+	if len(def) != 1 || len(strict) != 1 || len(r.Login) != 1 {
+		t.Fatalf("rules %+v: want one default, one strict and one login rule", r)
 	}
-	if got, want := r.Default[0].Name+" "+r.Default[0].Limit.String(), "default 100 per 1h0m0s (fixed)"; got != want {
+	if got, want := def[0].Name+" "+def[0].Limit.String(), "default 100 per 1h0m0s (fixed)"; got != want {
 		t.Errorf("default rule: %s, want %s", got, want)
 	}
-	if got, want := r.Strict[0].Name+" "+r.Strict[0].Limit.String(), "strict 5 per 1h0m0s (fixed)"; got != want {
+	if got, want := strict[0].Name+" "+strict[0].Limit.String(), "strict 5 per 1h0m0s (fixed)"; got != want {
 		t.Errorf("strict rule: %s, want %s", got, want)
+	}
+	if got, want := r.Login[0].Name+" "+r.Login[0].Limit.String(), "login 3 per 1h0m0s (fixed)"; got != want {
+		t.Errorf("login rule: %s, want %s", got, want)
 	}
 }
 
@@ -248,8 +266,8 @@ func (s *syncBuffer) String() string {
 }
 
 // build is a minimal app: the default rule on every route but /metrics.
-func build(l *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, error) {
-	mw, err := nethttp.New(l, rules.Default)
+func build(l *core.Limiter, rules app.Rules, extra app.Extra) (app.Server, error) {
+	mw, err := nethttp.New(l, nil, nethttp.WithRuleSet(rules.Default))
 	if err != nil {
 		return nil, err
 	}
@@ -257,8 +275,8 @@ func build(l *core.Limiter, rules app.Rules, metrics http.Handler) (app.Server, 
 	mux.Handle("/", mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "hello\n")
 	})))
-	if metrics != nil {
-		mux.Handle("GET "+app.MetricsPath, metrics)
+	if extra.Metrics != nil {
+		mux.Handle("GET "+app.MetricsPath, extra.Metrics)
 	}
 	return app.HTTPServer(mux), nil
 }
@@ -633,4 +651,23 @@ func exportedDecisions(t *testing.T, log string) map[string]int64 {
 		}
 	}
 	return points
+}
+
+// The sample rules file that the README points to is one the apps load.
+func TestSampleRulesFile(t *testing.T) {
+	c, err := app.Parse("test", []string{"-rules", "../../rules.yaml", "-key", "jwt", "-jwt-secret", "k"}, env(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, strict := r.Default.Rules(), r.Strict.Rules()
+	if got, want := def[0].Limit.String()+"; "+strict[0].Limit.String(), "10 per 1m0s (gcra, burst 10); 2 per 1m0s (gcra, burst 2)"; got != want {
+		t.Errorf("limits %s, want %s", got, want)
+	}
+	if def[0].LimitOf == nil {
+		t.Error("the default rule has no plan limits")
+	}
 }

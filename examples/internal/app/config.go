@@ -11,6 +11,7 @@
 package app
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +34,10 @@ const (
 	DefaultLimit       = 10
 	DefaultStrictLimit = 2
 	DefaultPeriod      = time.Minute
+	DefaultLoginLimit  = 3
+	// DefaultLoginPassword is the password POST /login accepts unless
+	// LOGIN_PASSWORD says otherwise.
+	DefaultLoginPassword = "open-sesame"
 	// DefaultSentinelMaster is the master name of -sentinel-master.
 	DefaultSentinelMaster = "mymaster"
 )
@@ -99,6 +104,21 @@ type Config struct {
 	OTel bool
 	// OTelInterval is how often -otel exports: [DefaultOTelInterval].
 	OTelInterval time.Duration
+	// Prefix starts every storage key: [core.DefaultPrefix] unless -prefix
+	// sets a service's own.
+	Prefix string
+	// RulesFile, when set, holds the default and strict rules (and the
+	// default rule's per-plan limits) in place of Limit, StrictLimit,
+	// Period and Algorithm; SIGHUP rereads it.
+	RulesFile string
+	// LoginLimit is the login rule's rate per Period: failed logins per
+	// client IP.
+	LoginLimit int
+	// LoginPassword is the password POST /login accepts (LOGIN_PASSWORD).
+	LoginPassword string
+	// AdminToken, when set (ADMIN_TOKEN), serves the admin routes to
+	// requests that carry it as a bearer token.
+	AdminToken string
 }
 
 // UsageError is a bad flag or environment value: the app prints it and
@@ -136,7 +156,17 @@ var EnvVars = []struct{ Flag, Env string }{
 	{"timeout", "TIMEOUT"},
 	{"otel", "OTEL"},
 	{"otel-interval", "OTEL_INTERVAL"},
+	{"prefix", "PREFIX"},
+	{"rules", "RULES_FILE"},
+	{"login-limit", "LOGIN_LIMIT"},
 }
+
+// Environment variables with no flag: secrets, which a flag would show in
+// the process list.
+const (
+	LoginPasswordEnv = "LOGIN_PASSWORD"
+	AdminTokenEnv    = "ADMIN_TOKEN"
+)
 
 // Parse reads the configuration of the app called name from args (without
 // the program name), falling back to getenv for every flag not given: a flag
@@ -169,6 +199,9 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	fs.DurationVar(&c.Timeout, "timeout", core.DefaultTimeout, "the `deadline` of each Redis call, such as 50ms or 1s; past it the -fail policy decides")
 	fs.BoolVar(&c.OTel, "otel", false, "export OpenTelemetry metrics as JSON lines on stderr, every -otel-interval and when stopping")
 	fs.DurationVar(&c.OTelInterval, "otel-interval", DefaultOTelInterval, "the `interval` between two -otel exports")
+	fs.StringVar(&c.Prefix, "prefix", core.DefaultPrefix, "the `prefix` of every storage key: a service's own keeps its limits apart from other services'")
+	fs.StringVar(&c.RulesFile, "rules", "", "YAML or JSON `file` of the default and strict rules, instead of -limit, -strict-limit, -period and -algorithm; reread on SIGHUP")
+	fs.IntVar(&c.LoginLimit, "login-limit", DefaultLoginLimit, "failed logins (401 answers of POST /login) per period and client IP")
 	for _, e := range EnvVars {
 		f := fs.Lookup(e.Flag)
 		f.Usage += "; env " + e.Env
@@ -176,8 +209,10 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: %s [flags]\n\n", name)
 		fmt.Fprintf(out, "Serves GET / (limited by -limit), GET /strict (also by -strict-limit), GET /healthz\n")
-		fmt.Fprintf(out, "and, with -metrics, GET /metrics (never limited). Each flag not given falls back to\n")
-		fmt.Fprintf(out, "its environment variable.\n\n")
+		fmt.Fprintf(out, "POST /login (X-Password, checked against %s; only failures count, -login-limit),\n", LoginPasswordEnv)
+		fmt.Fprintf(out, "and, with -metrics, GET /metrics (never limited). With %s set, GET /admin/quota and\n", AdminTokenEnv)
+		fmt.Fprintf(out, "POST /admin/reset (?rule=R&identity=I, Authorization: Bearer <token>). Each flag not\n")
+		fmt.Fprintf(out, "given falls back to its environment variable.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -216,7 +251,14 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 		return Config{}, usagef("-sentinel-master (REDIS_SENTINEL_MASTER) is empty: want the master's name")
 	case c.OTelInterval <= 0:
 		return Config{}, usagef("-otel-interval (OTEL_INTERVAL) is %v: want a positive duration, such as 10s", c.OTelInterval)
+	case c.LoginLimit < 1:
+		return Config{}, usagef("-login-limit (LOGIN_LIMIT) is %d: want at least 1", c.LoginLimit)
 	}
+	if err := validPrefix(c.Prefix); err != nil {
+		return Config{}, usagef("-prefix (PREFIX) is %q: %v", c.Prefix, err)
+	}
+	c.LoginPassword = cmp.Or(getenv(LoginPasswordEnv), DefaultLoginPassword)
+	c.AdminToken = getenv(AdminTokenEnv)
 	var err error
 	if c.Algorithm, err = core.ParseAlgorithm(algorithm); err != nil {
 		return Config{}, usagef("-algorithm (ALGORITHM) is %q: want gcra, fixed, sliding-log or sliding-counter", algorithm)
@@ -257,7 +299,26 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	if err := c.oneRedis(); err != nil {
 		return Config{}, err
 	}
+	if c.RulesFile != "" {
+		if _, _, err := c.RateRules(); err != nil {
+			return Config{}, usagef("-rules (RULES_FILE): %v", err)
+		}
+	}
 	return c, nil
+}
+
+// validPrefix returns the error a Limiter would return for prefix.
+func validPrefix(prefix string) error {
+	store, err := core.NewMemoryStore()
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	l, err := core.NewLimiter(store, core.WithPrefix(prefix))
+	if err != nil {
+		return errors.Unwrap(err)
+	}
+	return l.Close()
 }
 
 // hostPorts splits list, comma-separated host:port addresses; a bad one is

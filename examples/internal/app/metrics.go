@@ -14,10 +14,6 @@ import (
 // metrics, on its own address, never limited.
 const MetricsPath = "/metrics"
 
-// Unlimited reports whether no rule limits path: /healthz and /metrics,
-// which health checks and Prometheus call on their own schedule.
-func Unlimited(path string) bool { return path == HealthzPath || path == MetricsPath }
-
 // UnlimitedRoute is Unlimited for routers that report the route a request
 // matched: it judges route, or urlPath when no route matched (route ""), so
 // that /metrics is never limited, served or not.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -31,10 +32,19 @@ type Server interface {
 }
 
 // Build returns an app's server: its framework's router with the rules
-// installed through its adapter, over limiter. metrics is the handler of
-// [MetricsPath] when the app runs with -metrics, nil otherwise: the app
-// serves it, outside its limits, only when it is not nil.
-type Build func(limiter *core.Limiter, rules Rules, metrics http.Handler) (Server, error)
+// installed through its adapter, over limiter, and the routes of extra
+// that are not nil, outside its limits.
+type Build func(limiter *core.Limiter, rules Rules, extra Extra) (Server, error)
+
+// Extra holds the net/http handlers of routes that an app serves only
+// when configured to, never limited.
+type Extra struct {
+	// Metrics serves GET [MetricsPath] with -metrics.
+	Metrics http.Handler
+	// Admin serves GET [AdminQuotaPath] and POST [AdminResetPath] when
+	// ADMIN_TOKEN is set; it answers 401 itself to requests without it.
+	Admin http.Handler
+}
 
 // StoreTimeout is a store deadline for a store in the caller's own process
 // on a busy machine (the demo, the apps' own tests), far above the
@@ -102,15 +112,16 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 		core.WithFailurePolicy(cfg.Fail),
 		core.WithTimeout(cfg.Timeout),
 		core.WithLogger(log),
+		core.WithPrefix(cfg.Prefix),
 	}
-	var metrics http.Handler
+	var extra Extra
 	if cfg.Metrics {
 		collector, handler, err := newMetrics()
 		if err != nil {
 			return fail("cannot set up the metrics", err)
 		}
 		opts = append(opts, core.WithObserver(collector))
-		metrics = handler
+		extra.Metrics = handler
 	}
 	var otel *otelTelemetry // -otel's, shut down after the Limiter
 	if cfg.OTel {
@@ -129,7 +140,10 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 	if err != nil {
 		return fail("cannot build the rules", err)
 	}
-	srv, err := build(limiter, rules, metrics)
+	if cfg.AdminToken != "" {
+		extra.Admin = adminHandler(limiter, rules, cfg.AdminToken)
+	}
+	srv, err := build(limiter, rules, extra)
 	if err != nil {
 		return fail("cannot build the server", err)
 	}
@@ -141,10 +155,10 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 	base := "http://" + ln.Addr().String()
 	log.Info(name+" example listening", "url", base)
 	log.LogAttrs(ctx, slog.LevelInfo, "store: "+backend.Kind, backend.Attrs...)
-	def, strict := cfg.Limits()
-	log.Info("limits",
-		DefaultRule, def.String(), StrictRule, strict.String()+" on "+StrictPath,
-		"key", cfg.KeyMode, "fail", cfg.Fail.String(), "timeout", cfg.Timeout)
+	logRules(log, cfg, rules)
+	if cfg.AdminToken != "" {
+		log.Info("admin routes", "quota", base+AdminQuotaPath+"?rule=default&identity=ip:127.0.0.1", "reset", "POST "+base+AdminResetPath)
+	}
 	if cfg.Metrics {
 		log.Info("Prometheus metrics", "url", base+MetricsPath)
 	}
@@ -162,10 +176,8 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
+	if err := serve(ctx, served, log, cfg, rules); err != nil {
 		return fail("the server stopped", err)
-	case <-ctx.Done():
 	}
 	log.Info("shutting down", "cause", context.Cause(ctx))
 	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
@@ -217,4 +229,44 @@ func TryCommand(c Config, base string) string {
 		}
 	}
 	return "curl -i " + header + base + StrictPath
+}
+
+// serve waits until ctx ends, and returns nil then, or until the server
+// stops by itself, and returns its error; on each SIGHUP meanwhile, it
+// rereads the rules file (with -rules) and swaps the rules in, or logs why
+// it cannot and keeps the rules it has.
+func serve(ctx context.Context, served <-chan error, log *slog.Logger, cfg Config, rules Rules) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case err := <-served:
+			return err
+		case <-ctx.Done():
+			return nil
+		case <-hup:
+			if cfg.RulesFile == "" {
+				log.Warn("SIGHUP: no rules file to reread (-rules); the rules stay")
+				continue
+			}
+			if err := cfg.Reload(rules); err != nil {
+				log.Error("SIGHUP: the rules file is not valid; the rules stay", "err", err)
+				continue
+			}
+			log.Info("SIGHUP: rules reloaded", "file", cfg.RulesFile)
+			logRules(log, cfg, rules)
+		}
+	}
+}
+
+// logRules logs the rules an app enforces.
+func logRules(log *slog.Logger, cfg Config, rules Rules) {
+	attrs := []any{}
+	for _, r := range append(slices.Clone(rules.Default.Rules()), rules.Strict.Rules()...) {
+		attrs = append(attrs, r.Name, r.Limit.String())
+	}
+	attrs = append(attrs, LoginRule, rules.Login[0].Limit.String()+" failures on POST "+LoginPath,
+		"key", cfg.KeyMode, "prefix", cfg.Prefix, "fail", cfg.Fail.String(), "timeout", cfg.Timeout)
+	log.Info("limits", attrs...)
 }

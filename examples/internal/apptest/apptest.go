@@ -53,7 +53,7 @@ func Main(m *testing.M, main func()) {
 // command returns the command that runs the app with args and env, and
 // with none of the contract's variables from the tests' own environment.
 func command(args, env []string) *exec.Cmd {
-	skip := map[string]bool{runMainEnv: true}
+	skip := map[string]bool{runMainEnv: true, app.LoginPasswordEnv: true, app.AdminTokenEnv: true}
 	for _, e := range app.EnvVars {
 		skip[e.Env] = true
 	}
@@ -213,6 +213,14 @@ func (p *Proc) WaitLog(t testing.TB, s string) {
 	}
 }
 
+// Signal sends sig to the app.
+func (p *Proc) Signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal the app: %v", err)
+	}
+}
+
 // Stop sends sig to the app, waits for it to exit, and returns its exit
 // status.
 func (p *Proc) Stop(t testing.TB, sig os.Signal) int {
@@ -252,9 +260,16 @@ type Response struct {
 // value...).
 func Get(t testing.TB, base, path string, header ...string) Response {
 	t.Helper()
+	return Do(t, http.MethodGet, base, path, header...)
+}
+
+// Do requests base+path with method and the given header fields (name,
+// value, name, value...).
+func Do(t testing.TB, method, base, path string, header ...string) Response {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, base+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,12 +278,12 @@ func Get(t testing.TB, base, path string, header ...string) Response {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("GET %s: read the body: %v", path, err)
+		t.Fatalf("%s %s: read the body: %v", method, path, err)
 	}
 	return Response{resp.StatusCode, resp.Header, string(body)}
 }

@@ -1,0 +1,231 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// miniLimiter returns a Limiter over a RedisStore over a fresh miniredis
+// whose clock is at start.
+func miniLimiter(t *testing.T, opts ...core.Option) (*core.Limiter, *miniredis.Miniredis) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	mr.SetTime(start)
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { client.Close() })
+	store := core.MustRedisStore(client)
+	t.Cleanup(func() { store.Close() })
+	return newLimiter(t, store, opts...), mr
+}
+
+func TestPeekSpendsNothing(t *testing.T) {
+	l, _ := miniLimiter(t)
+	r := rule("api", core.PerMinute(5), "ip:192.0.2.1")
+	for range 2 {
+		if _, err := check(t, l, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		res, err := l.Peek(context.Background(), r, "ip:192.0.2.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Allowed || res.Remaining != 3 || res.RetryAfter != 0 || res.ResetAfter <= 0 {
+			t.Fatalf("peek after 2 of 5: %+v, want allowed, 3 remaining, a reset ahead", res)
+		}
+	}
+	d, err := check(t, l, r)
+	if err != nil || d.Results[0].Remaining != 2 {
+		t.Fatalf("a request after three peeks: %+v %v, want 2 remaining", d, err)
+	}
+	res, err := l.Peek(context.Background(), r, "ip:192.0.2.9")
+	if err != nil || res.Remaining != 5 || !res.Allowed {
+		t.Errorf("peek of an identity that spent nothing: %+v %v, want 5 remaining", res, err)
+	}
+}
+
+func TestRefundGivesBackWhatWasSpent(t *testing.T) {
+	l, _ := miniLimiter(t)
+	login := rule("login", core.PerMinute(3), "ip:192.0.2.1")
+	global := rule("global", core.PerMinute(100), "ip:192.0.2.1")
+	for range 5 {
+		d, err := check(t, l, global, login)
+		if err != nil || !d.Allowed {
+			t.Fatalf("check: %+v %v", d, err)
+		}
+		if err := l.Refund(context.Background(), d, "login"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := l.Peek(context.Background(), login, "ip:192.0.2.1")
+	if err != nil || res.Remaining != 3 {
+		t.Errorf("login after five refunded requests: %+v %v, want 3 remaining", res, err)
+	}
+	res, err = l.Peek(context.Background(), global, "ip:192.0.2.1")
+	if err != nil || res.Remaining != 95 {
+		t.Errorf("global, never refunded: %+v %v, want 95 remaining", res, err)
+	}
+}
+
+func TestRefundOfADenialGivesNothing(t *testing.T) {
+	l, _ := miniLimiter(t)
+	r := rule("login", core.PerMinute(1), "ip:192.0.2.1")
+	if d, _ := check(t, l, r); !d.Allowed {
+		t.Fatal("first request denied")
+	}
+	for range 2 { // the second is answered by the denied-key cache
+		d, err := check(t, l, r)
+		if err != nil || d.Allowed {
+			t.Fatalf("second request: %+v %v, want a denial", d, err)
+		}
+		if err := l.Refund(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, _ := check(t, l, r); d.Allowed {
+		t.Error("a refunded denial gave back a unit it never spent")
+	}
+}
+
+// Units spent by the fallback store go back to it.
+func TestRefundOfAFallbackDecision(t *testing.T) {
+	clock := &fakeClock{now: start}
+	l := newLimiter(t, downStore{}, core.WithClock(clock.Now))
+	r := rule("login", core.PerMinute(2), "ip:192.0.2.1")
+	for range 4 {
+		d, err := check(t, l, r)
+		if err != nil || !d.Allowed || !d.Degraded() {
+			t.Fatalf("check: %+v %v, want a degraded allowance", d, err)
+		}
+		if err := l.Refund(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// downStore fails every call, stating no traits.
+type downStore struct{}
+
+func (downStore) AllowAllN(context.Context, []core.Check, int) ([]core.Result, error) {
+	return nil, errDown
+}
+
+func TestQuotaCallsNeedAQuotaStore(t *testing.T) {
+	l := newLimiter(t, downStore{})
+	r := rule("api", core.PerMinute(5), "ip:192.0.2.1")
+	if _, err := l.Peek(context.Background(), r, "ip:192.0.2.1"); !errors.Is(err, core.ErrNotSupported) {
+		t.Errorf("Peek: %v, want ErrNotSupported", err)
+	}
+	if err := l.Reset(context.Background(), "api", "ip:192.0.2.1"); !errors.Is(err, core.ErrNotSupported) {
+		t.Errorf("Reset: %v, want ErrNotSupported", err)
+	}
+	if _, err := l.Peek(context.Background(), core.Rule{Name: "api", Limit: core.PerMinute(5)}, "x"); !errors.Is(err, core.ErrInvalidName) {
+		t.Errorf("Peek of a rule without a key function: %v, want ErrInvalidName", err)
+	}
+}
+
+// A reset made through one Limiter frees the identity on another that
+// remembers a denial of it, over a real redis-server, within a second.
+func TestResetReachesEveryReplica(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.StartServer(t)
+	limiter := func() *core.Limiter {
+		client := srv.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+		store := core.MustRedisStore(client)
+		t.Cleanup(func() { store.Close() })
+		return newLimiter(t, store, core.WithTimeout(time.Second))
+	}
+	a, b := limiter(), limiter()
+	r := rule("login", core.PerMinute(1), "ip:192.0.2.1")
+	if d, _ := check(t, b, r); !d.Allowed {
+		t.Fatal("first request denied")
+	}
+	for range 2 { // the second is answered by b's denied-key cache
+		if d, _ := check(t, b, r); d.Allowed {
+			t.Fatal("second request allowed")
+		}
+	}
+	if err := a.Reset(context.Background(), "login", "ip:192.0.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second)
+	for {
+		// a peek reads the store, so only the cache can deny b's check
+		if res, err := b.Peek(context.Background(), r, "ip:192.0.2.1"); err != nil || res.Remaining != 1 {
+			t.Fatalf("peek after the reset: %+v %v, want the quota full", res, err)
+		}
+		d, err := check(t, b, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other replica still denies a second after the reset")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A reset clears the Limiter's own fallback state, so that a client
+// limited during an outage is freed at once.
+func TestResetClearsFallbackState(t *testing.T) {
+	clock := &fakeClock{now: start}
+	l := newLimiter(t, downStore{}, core.WithClock(clock.Now))
+	r := rule("login", core.PerMinute(1), "ip:192.0.2.1")
+	if d, _ := check(t, l, r); !d.Allowed {
+		t.Fatal("first request denied")
+	}
+	if d, _ := check(t, l, r); d.Allowed {
+		t.Fatal("second request allowed by the fallback")
+	}
+	_ = l.Reset(context.Background(), "login", "ip:192.0.2.1") // the store is down, and no QuotaStore
+	if d, _ := check(t, l, r); !d.Allowed {
+		t.Error("a request after the reset was denied by the fallback's old state")
+	}
+}
+
+// Watching resets does no I/O in NewLimiter: a Redis whose dials hang
+// (a black hole, until the client's dial timeout) does not hold it.
+func TestWatchingResetsWaitsOnNothing(t *testing.T) {
+	var dials atomic.Int32 // dials that ended
+	client := redis.NewClient(&redis.Options{
+		Addr: "192.0.2.1:6379", // never dialed: the dialer below answers
+		Dialer: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			defer dials.Add(1)
+			select { // a black hole, for as long as a dial timeout
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+				return nil, errors.New("dial timeout")
+			}
+		},
+		MaxRetries: -1,
+	})
+	t.Cleanup(func() { client.Close() })
+	store, err := core.NewRedisStore(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	l, err := core.NewLimiter(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := dials.Load(); n != 0 {
+		t.Errorf("NewLimiter returned after %d dials had ended: it waited on the subscription", n)
+	}
+	l.Close() // returns by the dial timeout at worst
+}

@@ -1,0 +1,137 @@
+package core_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// BenchmarkRedisTime measures what GCRA's scripts cost Redis itself, from
+// INFO commandstats of a private redis-server: redis-µs/call is the
+// server's time per EVALSHA, and redis-µs/decision that time divided by
+// the decisions made. "single" makes one-key calls in turn (gcra_single.lua),
+// "many" lets 64 goroutines share a batching store (gcra_many.lua),
+// "fresh" spends keys never seen and "spent" keys already holding state.
+//
+//	go test -run '^$' -bench BenchmarkRedisTime -benchtime 20000x ./core
+func BenchmarkRedisTime(b *testing.B) {
+	srv := redistest.StartServer(b)
+	client := srv.Client(b, func(o *redis.Options) { o.PoolSize = 128 })
+	ctx := context.Background()
+	plain := core.MustRedisStore(client)
+	batched := core.MustRedisStore(client, core.WithBatching(core.Batching{}))
+	b.Cleanup(func() { batched.Close() })
+	limit := core.PerSecond(1_000_000) // no call reaches it: every call writes
+	keys := benchKeys(b, "rtime:", 1000)
+	for _, c := range []struct {
+		name  string
+		store core.Store
+		g     int
+	}{{"single", plain, 1}, {"many", batched, 64}} {
+		b.Run(c.name, func(b *testing.B) {
+			if err := client.FlushAll(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			if err := client.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			runConcurrent(b, c.g, func(i int) (bool, error) {
+				r, err := core.AllowOne(c.store, ctx, keys[i%len(keys)], limit, 1)
+				return r.Allowed, err
+			})
+			calls, usec := evalshaStats(b, ctx, client)
+			b.ReportMetric(usec/float64(calls), "redis-µs/call")
+			b.ReportMetric(usec/float64(b.N), "redis-µs/decision")
+		})
+	}
+}
+
+// evalshaStats returns the calls and total µs of EVALSHA and EVAL from INFO
+// commandstats.
+func evalshaStats(b *testing.B, ctx context.Context, c *redis.Client) (calls int64, usec float64) {
+	b.Helper()
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || name != "cmdstat_evalsha" && name != "cmdstat_eval" {
+			continue
+		}
+		for f := range strings.SplitSeq(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "calls":
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				calls += n
+			case "usec":
+				n, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				usec += n
+			}
+		}
+	}
+	if calls == 0 {
+		b.Fatalf("fixture: no EVALSHA counted in %q", info)
+	}
+	return calls, usec
+}
+
+// BenchmarkQuota measures a peek, a refund and a reset of one key of each
+// algorithm through a RedisStore on a real redis-server, one call at a
+// time: each is one round trip (a reset also publishes its key).
+//
+//	go test -run '^$' -bench BenchmarkQuota -benchmem ./core
+func BenchmarkQuota(b *testing.B) {
+	srv := redistest.StartServer(b)
+	client := srv.Client(b)
+	ctx := context.Background()
+	s := core.MustRedisStore(client)
+	keys := benchKeys(b, "quota:", 1000)
+	for _, alg := range algorithms {
+		limit := core.PerHour(1000).WithAlgorithm(alg)
+		for _, k := range keys { // keys with state to read and give back to
+			if _, err := core.AllowOne(s, ctx, k, limit, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run("peek/"+alg.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				res, err := s.PeekAll(ctx, []core.Check{{Key: keys[i%len(keys)], Limit: limit}})
+				if err != nil || !res[0].Allowed {
+					b.Fatalf("%+v, %v", res, err)
+				}
+			}
+		})
+		b.Run("refund/"+alg.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				res, err := s.RefundAllN(ctx, []core.Check{{Key: keys[i%len(keys)], Limit: limit}}, 1)
+				if err != nil || !res[0].Allowed {
+					b.Fatalf("%+v, %v", res, err)
+				}
+			}
+		})
+	}
+	b.Run("reset", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if err := s.Reset(ctx, keys[i%len(keys)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,203 @@
+package storetest
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+// quotaCases are the cases of [core.QuotaStore]'s methods, run only on a
+// store that implements it.
+var quotaCases = []testCase{
+	{"PeekSpendsNothing", true, false, peekSpendsNothing},
+	{"RefundGivesBack", true, false, refundGivesBack},
+	{"RefundNeverPastFull", true, false, refundNeverPastFull},
+	{"ResetMakesFull", true, false, resetMakesFull},
+	{"LimitRaised", true, false, limitRaised},
+	{"LimitLoweredLive", true, false, limitLoweredLive},
+}
+
+// quota returns the store under test as a QuotaStore, or skips the case.
+func (h *harness) quota() core.QuotaStore {
+	h.t.Helper()
+	q, ok := h.store.(core.QuotaStore)
+	if !ok {
+		h.t.Skipf("storetest: %T is not a core.QuotaStore", h.store)
+	}
+	return q
+}
+
+// peek runs PeekAll on one key and checks the promises of a peek's result.
+func (h *harness) peek(key string, l core.Limit) core.Result {
+	h.t.Helper()
+	res, err := h.quota().PeekAll(h.t.Context(), []core.Check{{Key: key, Limit: l}})
+	if err != nil {
+		h.t.Fatalf("PeekAll(%q %v): %v", key, l, err)
+	}
+	if err := peekShape(l, res); err != nil {
+		h.t.Fatalf("PeekAll(%q %v): %v", key, l, err)
+	}
+	return res[0]
+}
+
+// refund runs RefundAllN on one key and checks its result as a peek's.
+func (h *harness) refund(key string, l core.Limit, n int) core.Result {
+	h.t.Helper()
+	res, err := h.quota().RefundAllN(h.t.Context(), []core.Check{{Key: key, Limit: l}}, n)
+	if err != nil {
+		h.t.Fatalf("RefundAllN(%q %v, %d): %v", key, l, n, err)
+	}
+	if err := peekShape(l, res); err != nil {
+		h.t.Fatalf("RefundAllN(%q %v, %d): %v", key, l, n, err)
+	}
+	return res[0]
+}
+
+// peekShape checks what every answer of a peek promises: one result, for
+// the limit, allowed exactly when a unit is left, RetryAfter 0 when allowed
+// and positive when not, ResetAfter never negative.
+func peekShape(l core.Limit, res []core.Result) error {
+	if len(res) != 1 {
+		return fmt.Errorf("%d results for 1 check", len(res))
+	}
+	r := res[0]
+	switch {
+	case r.Limit != l:
+		return fmt.Errorf("result %+v is for limit %v, want %v", r, r.Limit, l)
+	case r.Remaining < 0 || r.Remaining > l.Capacity():
+		return fmt.Errorf("result %+v has Remaining outside [0, %d]", r, l.Capacity())
+	case r.Allowed != (r.Remaining >= 1):
+		return fmt.Errorf("result %+v: Allowed must say whether a unit is left", r)
+	case r.Allowed && r.RetryAfter != 0 || !r.Allowed && r.RetryAfter <= 0:
+		return fmt.Errorf("result %+v: RetryAfter must be 0 when a unit is left, else positive", r)
+	case r.ResetAfter < 0:
+		return fmt.Errorf("result %+v has ResetAfter < 0", r)
+	}
+	return nil
+}
+
+// peekSpendsNothing peeks at a fresh key, spends a unit, peeks twice and
+// spends again: peeks report what is left and spend nothing; a spent key
+// peeks as denied.
+func peekSpendsNothing(h *harness, alg core.Algorithm) {
+	w := h.quiet()
+	l := core.Limit{Rate: 4, Period: w.period, Burst: 4, Algorithm: alg}
+	key := h.key("peek")
+	r := h.peek(key, l)
+	h.expect("peek at a fresh key", r, true, 4)
+	if r.ResetAfter != 0 {
+		h.t.Fatalf("peek at a fresh key: ResetAfter %v, want 0 (the key is full)", r.ResetAfter)
+	}
+	h.expect("unit 1", h.one(key, l, 1), true, 3)
+	for i := range 2 {
+		r := h.peek(key, l)
+		h.expect(fmt.Sprintf("peek %d after unit 1", i+1), r, true, 3)
+		if r.ResetAfter <= 0 {
+			h.t.Fatalf("peek after a unit: ResetAfter %v, want > 0", r.ResetAfter)
+		}
+	}
+	h.expect("unit 2, after two peeks", h.one(key, l, 1), true, 2)
+	h.expect("unit 3", h.one(key, l, 1), true, 1)
+	h.expect("unit 4", h.one(key, l, 1), true, 0)
+	h.expect("peek at a spent key", h.peek(key, l), false, 0)
+	h.expect("peek at another identity's key", h.peek(h.otherKey("peek"), l), true, 4)
+}
+
+// refundGivesBack spends 3 of 10 and refunds 2: one remains spent.
+func refundGivesBack(h *harness, alg core.Algorithm) {
+	w := h.quiet()
+	l := core.Limit{Rate: 10, Period: w.period, Burst: 10, Algorithm: alg}
+	key := h.key("refund")
+	h.expect("cost 3", h.one(key, l, 3), true, 7)
+	h.expect("refund of 2", h.refund(key, l, 2), true, 9)
+	h.expect("peek after the refund", h.peek(key, l), true, 9)
+	h.expect("cost 9 after the refund", h.one(key, l, 9), true, 0)
+	h.expect("a unit more", h.one(key, l, 1), false, 0)
+	h.expect("refund of 1 to a spent key", h.refund(key, l, 1), true, 1)
+	h.expect("the unit given back", h.one(key, l, 1), true, 0)
+}
+
+// refundNeverPastFull refunds more than was spent: the key is full, never
+// more.
+func refundNeverPastFull(h *harness, alg core.Algorithm) {
+	w := h.quiet()
+	l := core.Limit{Rate: 4, Period: w.period, Burst: 4, Algorithm: alg}
+	key := h.key("overfull")
+	h.expect("refund of 3 to a fresh key", h.refund(key, l, 3), true, 4)
+	h.expect("unit 1", h.one(key, l, 1), true, 3)
+	h.expect("refund of 5 after 1", h.refund(key, l, 5), true, 4)
+	h.expect("the whole capacity", h.one(key, l, 4), true, 0)
+	h.expect("a unit more", h.one(key, l, 1), false, 0)
+}
+
+// resetMakesFull spends a key, resets it, and finds it full.
+func resetMakesFull(h *harness, alg core.Algorithm) {
+	w := h.quiet()
+	l := core.Limit{Rate: 4, Period: w.period, Burst: 4, Algorithm: alg}
+	key, other := h.key("reset"), h.otherKey("reset")
+	h.expect("the whole capacity", h.one(key, l, 4), true, 0)
+	h.expect("another identity's unit", h.one(other, l, 1), true, 3)
+	h.expect("a unit more", h.one(key, l, 1), false, 0)
+	if err := h.quota().Reset(h.t.Context(), key); err != nil {
+		h.t.Fatalf("Reset(%q): %v", key, err)
+	}
+	r := h.peek(key, l)
+	h.expect("peek after the reset", r, true, 4)
+	if r.ResetAfter != 0 {
+		h.t.Fatalf("peek after the reset: ResetAfter %v, want 0", r.ResetAfter)
+	}
+	h.expect("the whole capacity after the reset", h.one(key, l, 4), true, 0)
+	h.expect("another identity's key, not reset", h.peek(other, l), true, 3)
+	if err := h.quota().Reset(h.t.Context(), h.otherKey("never-used")); err != nil {
+		h.t.Fatalf("Reset of a key never used: %v", err)
+	}
+}
+
+// limitRaised spends 10 of 10 per period, then asks under 20 per period,
+// as after a live reconfiguration: 10 remain.
+func limitRaised(h *harness, alg core.Algorithm) {
+	w := h.quiet()
+	low := core.Limit{Rate: 10, Period: w.period, Burst: 10, Algorithm: alg}
+	high := core.Limit{Rate: 20, Period: w.period, Burst: 20, Algorithm: alg}
+	key := h.key("raised")
+	h.expect("10 of 10", h.one(key, low, 10), true, 0)
+	h.expect("a unit under 20", h.one(key, high, 1), true, 9)
+	h.expect("peek under 20", h.peek(key, high), true, 9)
+	for i := range 9 {
+		h.expect(fmt.Sprintf("unit %d more under 20", i+2), h.one(key, high, 1), true, 8-i)
+	}
+	h.expect("a unit more under 20", h.one(key, high, 1), false, 0)
+	other := h.otherKey("raised")
+	h.expect("10 of 10, another key", h.one(other, low, 10), true, 0)
+	h.expect("peek under 20, another key", h.peek(other, high), true, 10)
+}
+
+// limitLoweredLive spends 15 of 20 per period, then asks under 10 per
+// period: denied until enough has refilled. On a clock the suite steps,
+// GCRA's wait is exact: 15 units outstanding at the new interval of
+// period/10, less the new tolerance of a period, plus one interval.
+func limitLoweredLive(h *harness, alg core.Algorithm) {
+	w := h.quiet()
+	high := core.Limit{Rate: 20, Period: w.period, Burst: 20, Algorithm: alg}
+	low := core.Limit{Rate: 10, Period: w.period, Burst: 10, Algorithm: alg}
+	key := h.key("lowered-live")
+	h.expect("15 of 20", h.one(key, high, 15), true, 5)
+	r := h.one(key, low, 1)
+	h.expect("a unit under 10", r, false, 0)
+	other := h.otherKey("lowered-live")
+	h.expect("15 of 20, another key", h.one(other, high, 15), true, 5)
+	h.expect("peek under 10, another key", h.peek(other, low), false, 0)
+	if alg != core.GCRA {
+		return
+	}
+	want := w.period * 6 / 10
+	h.wantRetry("a unit under 10", r, want)
+	if h.advance == nil {
+		return
+	}
+	h.step(want - time.Microsecond)
+	h.expect("a unit under 10, a µs early", h.one(key, low, 1), false, 0)
+	h.step(time.Microsecond)
+	h.expect("a unit under 10, once refilled", h.one(key, low, 1), true, 0)
+}
