@@ -113,9 +113,9 @@ type resetHub struct {
 	closed   bool
 	watchers map[int]func(string)
 	next     int
-	ps       *redis.PubSub // nil while nobody watches
-	cancel   func()        // ends the subscribing of ps
-	done     chan struct{} // closed when the goroutine reading ps returns
+	ps       *redis.PubSub // nil while nobody watches, and while subscribing
+	cancel   func()        // ends the subscribing
+	done     chan struct{} // nil while nobody watches; closed when the goroutine returns
 	deliver  sync.Mutex    // held while watchers are called
 }
 
@@ -131,24 +131,32 @@ func (h *resetHub) watch(sub subscriber, fn func(string)) (func(), error) {
 	id := h.next
 	h.next++
 	h.watchers[id] = fn
-	if h.ps == nil {
-		// no channel yet: subscribing does I/O, which the goroutine does
-		h.ps = sub.Subscribe(context.Background())
+	if h.done == nil {
+		// subscribing does I/O, which the goroutine does
 		var ctx context.Context
 		ctx, h.cancel = context.WithCancel(context.Background())
 		h.done = make(chan struct{})
-		go h.run(ctx, h.ps, h.done)
+		go h.run(ctx, sub, h.done)
 	}
 	var once sync.Once
 	return func() { once.Do(func() { h.unwatch(id) }) }, nil
 }
 
-// run subscribes ps to ResetChannel, then calls the watchers with each
-// message of ps until ps is closed. A subscription that fails (Redis down)
-// is made again by ps's reconnects, since ps remembers its channels.
-func (h *resetHub) run(ctx context.Context, ps *redis.PubSub, done chan struct{}) {
+// run subscribes to ResetChannel, then calls the watchers with each
+// message until the subscription is closed, or ctx ends first. A
+// subscription that fails (Redis down) is made again by the PubSub's
+// reconnects, since it remembers its channels.
+func (h *resetHub) run(ctx context.Context, sub subscriber, done chan struct{}) {
 	defer close(done)
-	_ = ps.Subscribe(ctx, ResetChannel)
+	ps := sub.Subscribe(ctx, ResetChannel)
+	h.mu.Lock()
+	if ctx.Err() != nil { // stopped while subscribing
+		h.mu.Unlock()
+		_ = ps.Close()
+		return
+	}
+	h.ps = ps
+	h.mu.Unlock()
 	var fns []func(string)
 	for msg := range ps.Channel() {
 		h.deliver.Lock()
@@ -166,30 +174,31 @@ func (h *resetHub) run(ctx context.Context, ps *redis.PubSub, done chan struct{}
 }
 
 // unwatch removes watcher id and waits for calls of it in progress; the
-// last one closes the subscription and waits for its goroutine.
+// last one ends the subscription and waits for its goroutine.
 func (h *resetHub) unwatch(id int) {
 	h.mu.Lock()
 	delete(h.watchers, id)
-	var ps *redis.PubSub
-	var done chan struct{}
-	if len(h.watchers) == 0 && h.ps != nil {
-		ps, done, h.ps = h.ps, h.done, nil
-		h.cancel()
-	}
-	h.mu.Unlock()
-	h.stopRun(ps, done)
-}
-
-// stopRun closes ps, when not nil, and waits for its goroutine; otherwise
-// it waits for a delivery in progress.
-func (h *resetHub) stopRun(ps *redis.PubSub, done chan struct{}) {
-	if ps == nil {
-		h.deliver.Lock()
+	if len(h.watchers) > 0 || h.done == nil {
+		h.mu.Unlock()
+		h.deliver.Lock() // wait for a delivery in progress
 		//lint:ignore SA2001 the lock is taken only to wait for a delivery in progress
 		h.deliver.Unlock()
 		return
 	}
-	_ = ps.Close()
+	h.stop()
+}
+
+// stop ends the subscription, with h.mu held, which it unlocks, and waits
+// for its goroutine: a goroutine still subscribing sees its context end,
+// and closes what it made.
+func (h *resetHub) stop() {
+	ps, done := h.ps, h.done
+	h.ps, h.done = nil, nil
+	h.cancel()
+	h.mu.Unlock()
+	if ps != nil {
+		_ = ps.Close()
+	}
 	<-done
 }
 
@@ -198,13 +207,9 @@ func (h *resetHub) close() {
 	h.mu.Lock()
 	h.closed = true
 	clear(h.watchers)
-	ps, done := h.ps, h.done
-	if h.ps != nil {
-		h.cancel()
+	if h.done == nil {
+		h.mu.Unlock()
+		return
 	}
-	h.ps = nil
-	h.mu.Unlock()
-	if ps != nil {
-		h.stopRun(ps, done)
-	}
+	h.stop()
 }

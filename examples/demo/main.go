@@ -121,7 +121,7 @@ func (d *demo) run() error {
 	// The replicas stand behind a load balancer on this host, which they
 	// trust to say who the client is in X-Forwarded-For.
 	cfg := app.Config{
-		Limit: d.s.limit, StrictLimit: 1, Period: time.Hour, Algorithm: core.GCRA,
+		Limit: d.s.limit, StrictLimit: 1, LoginLimit: app.DefaultLoginLimit, Period: time.Hour, Algorithm: core.GCRA,
 		KeyMode:        app.KeyIP,
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")},
 	}

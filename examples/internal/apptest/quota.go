@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -131,17 +130,18 @@ func writeRules(t testing.TB, path, content string) {
 	}
 }
 
-// TestReload checks -rules and SIGHUP under traffic: a raised limit takes
+// TestReload checks -rules and SIGHUP under traffic, over a real
+// redis-server: a raised limit takes
 // effect at once and counts what was spent; a bad file is logged and the
 // rules stay; and no request fails meanwhile.
 func TestReload(t *testing.T) {
 	skipUnsupported(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeRules(t, path, "rules:\n  default: {limit: 5, period: 1h}\n  strict: {limit: 2, period: 1h}\n")
-	p := Start(t, []string{"-rules", path, "-trusted-proxies", "127.0.0.0/8"})
-	if !strings.Contains(p.Log(), `default="5 per 1h0m0s (gcra, burst 5)"`) {
-		t.Errorf("the start-up log does not show the file's limits:\n%s", p.Log())
-	}
+	redistest.Require(t)
+	srv := redistest.StartServer(t)
+	p := Start(t, []string{"-rules", path, "-trusted-proxies", "127.0.0.0/8", "-redis", srv.Addr()})
+	p.WaitLog(t, `default="5 per 1h0m0s (gcra, burst 5)"`) // the file's limits
 	spend := func(n int) (statuses []int) {
 		for range n {
 			statuses = append(statuses, Get(t, p.URL, app.RootPath, "X-Forwarded-For", "192.0.2.1").Status)
