@@ -14,7 +14,7 @@ type MiddlewareOption = adapter.Option[httpHooks]
 type httpHooks struct {
 	skip    func(*http.Request) bool
 	denied  func(http.ResponseWriter, *http.Request, Result)
-	onError func(http.ResponseWriter, *http.Request, error)
+	onError func(http.ResponseWriter, *http.Request, int, error)
 }
 
 // WithSkip makes the middleware pass requests for which skip reports true
@@ -32,13 +32,13 @@ func WithDeniedHandler(denied func(w http.ResponseWriter, r *http.Request, res R
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
-// made: err wraps core.ErrUnavailable when Redis is unavailable and the
-// Limiter fails closed (Retry-After is already set on w; the default answer
-// is the fail-closed status), core.ErrNoIdentity under
-// [adapter.NoIdentity401] (default 401), and is a misconfiguration or a
-// refusal of Redis otherwise (default 500). Its text is for logs: do not
-// send it to clients.
-func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, err error)) MiddlewareOption {
+// made, with status the status the default answer would have: err wraps
+// core.ErrUnavailable when Redis is unavailable and the Limiter fails
+// closed (Retry-After is already set on w; status is the fail-closed
+// status), core.ErrNoIdentity under [adapter.NoIdentity401] (401), and is
+// a misconfiguration or a refusal of Redis otherwise (500). Its text is for
+// logs: do not send it to clients.
+func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, status int, err error)) MiddlewareOption {
 	return adapter.WithHook(onError == nil, func(h *httpHooks) { h.onError = onError })
 }
 
@@ -83,7 +83,7 @@ func Middleware(l *Limiter, rule Rule, opts ...MiddlewareOption) (func(http.Hand
 			case out.Limited() && h.denied != nil:
 				h.denied(w, r, out.Result)
 			case !out.Limited() && h.onError != nil:
-				h.onError(w, r, out.Err)
+				h.onError(w, r, out.Status, out.Err)
 			default:
 				w.Header().Set("Content-Type", adapter.ProblemContentType)
 				w.WriteHeader(out.Status)

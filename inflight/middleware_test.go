@@ -146,7 +146,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		{"skipped", core.FailClosed, true, "a", []inflight.MiddlewareOption{inflight.WithSkip(func(*http.Request) bool { return true })}, http.StatusOK, ""},
 		{"fail closed", core.FailClosed, true, "a", nil, http.StatusServiceUnavailable, "1"},
 		{"fail closed, status", core.FailClosed, true, "a", []inflight.MiddlewareOption{inflight.WithFailClosedStatus(http.StatusTooManyRequests)}, http.StatusTooManyRequests, "1"},
-		{"fail closed, handler", core.FailClosed, true, "a", []inflight.MiddlewareOption{inflight.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+		{"fail closed, handler", core.FailClosed, true, "a", []inflight.MiddlewareOption{inflight.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, _ int, err error) {
 			if errors.Is(err, core.ErrUnavailable) {
 				w.WriteHeader(http.StatusTeapot)
 			}

@@ -26,7 +26,7 @@ func newSuiteApp(_ testing.TB, l *inflight.Limiter, rule inflight.Rule, s adapte
 		}))
 	}
 	if s.Error != nil {
-		opts = append(opts, inflight.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+		opts = append(opts, inflight.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, _ int, err error) {
 			write(w, s.Error(err, w.Header().Get(adapter.HeaderRetryAfter)))
 		}))
 	}
