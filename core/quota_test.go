@@ -229,3 +229,41 @@ func TestWatchingResetsWaitsOnNothing(t *testing.T) {
 	}
 	l.Close() // returns by the dial timeout at worst
 }
+
+// allPanicHook makes every command of a client panic, once it has said so.
+type allPanicHook struct{ called chan struct{} }
+
+func (h allPanicHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h allPanicHook) ProcessHook(redis.ProcessHook) redis.ProcessHook {
+	return func(context.Context, redis.Cmder) error {
+		select {
+		case h.called <- struct{}{}:
+		default:
+		}
+		panic("hook: boom")
+	}
+}
+func (h allPanicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A client hook that panics while the reset watch subscribes ends the
+// watch, not the process.
+func TestWatchingResetsSurvivesAPanickingHook(t *testing.T) {
+	mr := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { client.Close() })
+	hook := allPanicHook{called: make(chan struct{}, 1)}
+	client.AddHook(hook)
+	store, err := core.NewRedisStore(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	l, err := core.NewLimiter(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-hook.called // the subscription reached the hook
+	l.Close()
+}

@@ -148,6 +148,11 @@ func (h *resetHub) watch(sub subscriber, fn func(string)) (func(), error) {
 // reconnects, since it remembers its channels.
 func (h *resetHub) run(ctx context.Context, sub subscriber, done chan struct{}) {
 	defer close(done)
+	defer func() {
+		// a client's hook that panics ends the watch, not the process:
+		// store calls turn such panics into errors too
+		_ = recover()
+	}()
 	ps := sub.Subscribe(ctx, ResetChannel)
 	h.mu.Lock()
 	if ctx.Err() != nil { // stopped while subscribing

@@ -40,12 +40,17 @@ func TestTraitsKeepsDeadlines(t *testing.T) {
 	}
 }
 
-// panicHook makes every command of a client panic.
+// panicHook makes every script command of a client panic.
 type panicHook struct{}
 
 func (panicHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (panicHook) ProcessHook(redis.ProcessHook) redis.ProcessHook {
-	return func(context.Context, redis.Cmder) error { panic("hook: boom") }
+func (panicHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			panic("hook: boom")
+		}
+		return next(ctx, cmd)
+	}
 }
 func (panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next

@@ -52,17 +52,27 @@ func (h *harness) wantReset(what string, r core.Result, want time.Duration) {
 // that stands still; else within the time the case has run below it.
 func (h *harness) near(what string, r core.Result, got, want time.Duration) {
 	h.t.Helper()
+	h.nearScaled(what, r, got, want, 1)
+}
+
+// nearScaled is near for a duration that shrinks k times as fast as the
+// clock runs, such as a wait rescaled to an interval k times longer.
+func (h *harness) nearScaled(what string, r core.Result, got, want time.Duration, k int) {
+	h.t.Helper()
 	if got == want {
 		return
 	}
-	if slack := h.slack(); want <= 0 || got > want || got < want-slack {
-		h.t.Fatalf("%s = %v, want %v%s (result %+v)", what, got, want, h.within(want), r)
+	if slack := time.Duration(k) * h.slack(); want <= 0 || got > want || got < want-slack {
+		h.t.Fatalf("%s = %v, want %v%s (result %+v)", what, got, want, h.within(want, k), r)
 	}
 }
 
-func (h *harness) within(want time.Duration) string {
+func (h *harness) within(want time.Duration, k int) string {
 	if h.cfg.frozen() || want <= 0 {
 		return ""
+	}
+	if k > 1 {
+		return fmt.Sprintf(" or up to %v less, %d times the time the case has run", time.Duration(k)*h.slack(), k)
 	}
 	return fmt.Sprintf(" or up to %v less, the time the case has run", h.slack())
 }
