@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -34,6 +36,8 @@ const (
 
 	sendHeader = "send-header"
 	setHeader  = "set-header"
+	// wrongPassword makes Say and Login fail with codes.Unauthenticated.
+	wrongPassword = "wrong-password"
 )
 
 var echoDesc = grpc.ServiceDesc{
@@ -63,6 +67,9 @@ func unaryHandler(fullMethod, prefix string) func(any, context.Context, func(any
 		answer := func(ctx context.Context, req any) (any, error) {
 			srv.(*echo).handled.Add(1)
 			text := req.(*wrapperspb.StringValue).GetValue()
+			if text == wrongPassword {
+				return nil, status.Error(codes.Unauthenticated, "wrong password")
+			}
 			if err := handlerHeader(text, func(md metadata.MD) error { return grpc.SendHeader(ctx, md) },
 				func(md metadata.MD) error { return grpc.SetHeader(ctx, md) }); err != nil {
 				return nil, err
