@@ -26,7 +26,7 @@ local function override_of(v, alg)
   local r, p, b = string.match(v, '^(%d+) (%d+) (%d+)$')
   if not r then return nil end
   r, p, b = tonumber(r), tonumber(p), tonumber(b)
-  if r < 1 or r > 1073741824 or p < 1 or p > 31622400000 then return nil end
+  if not (r and p and b) or r < 1 or r > 1073741824 or p < 1 or p > 31622400000 then return nil end
   if alg == 0 and (b < 1 or b > 1073741824 or p * 1000 < r or
       math.ceil(p * 1000 / r) * b > 562949953421312) then
     return nil
