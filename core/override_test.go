@@ -279,3 +279,20 @@ func TestOverrideCluster(t *testing.T) {
 		}
 	}
 }
+
+// A cost above the rule's capacity is left to the store when an override
+// may raise it, and passes under an override that holds it.
+func TestOverrideHoldsCostAboveRuleCapacity(t *testing.T) {
+	l, _ := miniLimiter(t)
+	r := overRule("upload", core.PerMinute(2), "user:alice")
+	r.Cost = func(core.Request) int { return 5 }
+	if got := spend(t, l, r, 1); got.Allowed || !got.Never() {
+		t.Fatalf("5 units under 2 per minute: %+v, want never allowed", got)
+	}
+	if err := l.SetOverride(context.Background(), r, "user:alice", core.PerMinute(10), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := spend(t, l, r, 1); !got.Allowed || got.Remaining != 5 {
+		t.Fatalf("5 units under an override of 10: %+v, want allowed, 5 left", got)
+	}
+}
