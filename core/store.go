@@ -171,7 +171,8 @@ type QuotaStore interface {
 // its fallback state.
 type ResetWatcher interface {
 	// WatchResets calls fn with each key that a Reset through any process
-	// sharing the store clears, this process's own resets included, until
+	// sharing the store clears, or whose override ([OverrideStore]) it sets
+	// or clears, this process's own included, until
 	// stop is called; stop waits for calls of fn in progress to return. fn
 	// runs on a goroutine of the store's and must not block. It returns an
 	// error when the store cannot watch (a client without pub/sub).
