@@ -117,7 +117,7 @@ func (l *Limiter) planRules(req Request, rules []Rule, plan []planned) (_ []plan
 		if r.Cost != nil {
 			cost = r.Cost(req)
 		}
-		k, err := l.StorageKey(r.Name, id)
+		k, o, err := l.keysOf(r, id)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -127,7 +127,7 @@ func (l *Limiter) planRules(req Request, rules []Rule, plan []planned) (_ []plan
 				lim = pl
 			}
 		}
-		p := planned{name: r.Name, identity: id, cost: cost, shadow: l.shadow || r.Shadow, check: Check{Key: k, Limit: lim}, group: -1}
+		p := planned{name: r.Name, identity: id, cost: cost, shadow: l.shadow || r.Shadow, check: Check{Key: k, Limit: lim, Override: o}, group: -1}
 		for j := range plan {
 			if q := &plan[j]; q.identity == p.identity && q.cost == p.cost && q.shadow == p.shadow {
 				p.group = q.group
@@ -375,18 +375,19 @@ func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, lead
 }
 
 // never reports whether a cost above a limit's capacity denies the group,
-// which no store call could change, and fills results if so.
+// which no store call could change, and fills results if so. A limit that
+// an override may replace is left to the store.
 func never(checks []Check, n int, results []Result) bool {
 	deny := false
 	for i := range checks {
-		deny = deny || n > checks[i].Limit.Capacity()
+		deny = deny || n > checks[i].Limit.Capacity() && checks[i].Override == ""
 	}
 	if !deny {
 		return false
 	}
 	for i := range checks {
 		results[i] = Result{Limit: checks[i].Limit}
-		if n > checks[i].Limit.Capacity() {
+		if n > checks[i].Limit.Capacity() && checks[i].Override == "" {
 			results[i].RetryAfter = -1
 		}
 	}

@@ -17,7 +17,8 @@ import (
 // TestConformanceTwins drives a MemoryStore and a RedisStore over
 // miniredis, on one clock, through the same random sequence of calls
 // (decisions, peeks and refunds, some on keys whose limit changes from call
-// to call) and requires identical results: the MemoryStore computes what
+// to call, some naming override keys that are set, cleared and expire
+// between calls) and requires identical results: the MemoryStore computes what
 // the scripts compute.
 func TestConformanceTwins(t *testing.T) {
 	clock := &fakeClock{now: start}
@@ -36,6 +37,7 @@ func TestConformanceTwins(t *testing.T) {
 		}
 	}
 	ids := []string{"ip:192.0.2.1", "ip:192.0.2.2", "user:42"}
+	overridden := 0
 	for step := range 8000 {
 		if rng.IntN(3) == 0 {
 			advance(time.Duration(rng.Int64N(int64(400 * time.Millisecond))))
@@ -51,10 +53,17 @@ func TestConformanceTwins(t *testing.T) {
 				// burst or algorithm, as a live reconfiguration changes them
 				key = fmt.Sprintf("tw:live%d:{%s}", i, id)
 			}
-			checks = append(checks, core.Check{Key: key, Limit: l})
+			c := core.Check{Key: key, Limit: l}
+			if rng.IntN(3) == 0 {
+				c.Override = key + ":override"
+			}
+			checks = append(checks, c)
 		}
 		if len(checks) == 2 && checks[0].Key == checks[1].Key {
 			checks = checks[:1]
+		}
+		if rng.IntN(8) == 0 {
+			twinOverride(t, rng, checks[0].Key, all, mem, mini)
 		}
 		var want, got []core.Result
 		var err1, err2 error
@@ -81,6 +90,37 @@ func TestConformanceTwins(t *testing.T) {
 			if got[i] != want[i] {
 				t.Fatalf("step %d, %v n=%d: miniredis %+v, memory %+v", step, checks[i].Limit, n, got[i], want[i])
 			}
+			if want[i].Limit != checks[i].Limit {
+				overridden++
+			}
+		}
+	}
+	if overridden < 200 {
+		t.Fatalf("fixture: only %d results under an override", overridden)
+	}
+}
+
+// twinOverride sets, or now and then clears, the override of key in both
+// stores alike: a limit of all or one a sliding log cannot take, with or
+// without a TTL.
+func twinOverride(t *testing.T, rng *rand.Rand, key string, all []core.Limit, stores ...core.QuotaStore) {
+	t.Helper()
+	clear := rng.IntN(4) == 0
+	l := all[rng.IntN(len(all))]
+	if rng.IntN(6) == 0 {
+		l = core.PerSecond(core.MaxLogRate + 1)
+	}
+	ttl := []time.Duration{0, 300 * time.Millisecond, 1500 * time.Millisecond}[rng.IntN(3)]
+	for _, s := range stores {
+		o := s.(core.OverrideStore)
+		var err error
+		if clear {
+			err = o.ClearOverride(context.Background(), key, key+":override")
+		} else {
+			err = o.SetOverride(context.Background(), key, key+":override", l, ttl)
+		}
+		if err != nil {
+			t.Fatalf("%T: override of %s: %v", s, key, err)
 		}
 	}
 }

@@ -40,6 +40,7 @@ type deniedCache struct {
 type deniedEntry struct {
 	key     string
 	limit   Limit
+	applied Limit // the limit the store decided under: limit, or an override of it
 	n       int
 	until   int64 // mono time; 0 for an entry that only coalesces callers
 	resetAt int64 // mono time when the key was to be full again
@@ -111,7 +112,7 @@ func (c *deniedCache) lookup(checks []Check, n int, now int64, results []Result,
 			e := found[i]
 			if e != nil && now < e.until && e.n <= n {
 				retry := time.Duration(e.until - now)
-				results[i] = Result{Limit: e.limit, RetryAfter: retry, ResetAfter: max(retry, time.Duration(e.resetAt-now))}
+				results[i] = Result{Limit: e.applied, RetryAfter: retry, ResetAfter: max(retry, time.Duration(e.resetAt-now))}
 				continue
 			}
 			// another key of the group denies: this one's state is not
@@ -154,6 +155,7 @@ func (c *deniedCache) record(checks []Check, n int, t0 int64, results []Result, 
 		c.cache.Set(checks[i].Key, &deniedEntry{
 			key:     checks[i].Key,
 			limit:   checks[i].Limit,
+			applied: r.Limit,
 			n:       n,
 			until:   t0 + int64(r.RetryAfter),
 			resetAt: t0 + int64(r.ResetAfter),

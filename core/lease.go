@@ -30,7 +30,8 @@ import (
 // matters; leave it off where each unit must be exact.
 //
 // Calls of one check are leased, as a [Limiter] makes them for the rules of
-// one identity alone in their group; calls of several checks pass through. A LeasingStore is safe for concurrent use; Close it to
+// one identity alone in their group; calls of several checks, and of a
+// check that names an override key ([Check.Override]), pass through. A LeasingStore is safe for concurrent use; Close it to
 // release its cache.
 type LeasingStore struct {
 	inner   Store
@@ -218,7 +219,7 @@ func (l *lease) result(now time.Time) Result {
 // calls it for every decision, so rules of one identity alone in their
 // store call are leased through every middleware.
 func (s *LeasingStore) AllowAllN(ctx context.Context, checks []Check, n int) ([]Result, error) {
-	if len(checks) != 1 {
+	if len(checks) != 1 || checks[0].Override != "" {
 		return s.inner.AllowAllN(ctx, checks, n)
 	}
 	res, err := s.allowOne(ctx, checks[0].Key, checks[0].Limit, n)

@@ -52,6 +52,15 @@ type Rule struct {
 	// it would deny before enforcing it. [WithShadow] does this for every
 	// rule of a Limiter.
 	Shadow bool
+	// Overrides lets an identity's override, set with
+	// [Limiter.SetOverride], replace the rule's limit for that identity,
+	// whether the limit came from Limit or from LimitOf (a customer's
+	// override beats their plan). The store reads the override within the
+	// decision's own call: on Redis, the same script call, so every
+	// replica sees an override at its next decision. Off by default; a
+	// rule that takes overrides costs Redis a little more per decision
+	// (it runs the generic script, which reads one more key).
+	Overrides bool
 }
 
 // validateRule returns nil if the rule can be enforced, or an error that

@@ -27,6 +27,8 @@ type MemoryStore struct {
 	cache *otter.Cache[string, *memState]
 	seed  maphash.Seed
 	locks [256]sync.Mutex
+	// overrides holds the overrides set by SetOverride
+	overrides memOverrides
 }
 
 // memState is the state of one key, as the scripts keep it in Redis.
@@ -119,6 +121,7 @@ func (s *MemoryStore) allow(checks []Check, n int, results []Result) error {
 	if err := validate(checks, n); err != nil {
 		return err
 	}
+	checks = s.withOverrides(checks)
 	if len(checks) == 1 {
 		m := &s.locks[s.stripe(checks[0].Key)]
 		m.Lock()

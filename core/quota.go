@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+
+	"github.com/ratekit/ratekit/internal/storekey"
 )
 
 // ErrNotSupported is returned, wrapped, when a store lacks what a call
@@ -19,7 +21,9 @@ var ErrNotSupported = errors.New("ratekit: not supported by the store")
 // remain, the wait until one fits and the time until the quota is full
 // again. It reads the rule's [Rule.Limit] (a per-request [Rule.LimitOf]
 // needs a request: peek such a rule with the limit in question as its
-// Limit). The call has the Limiter's deadline; a store that fails or
+// Limit), or identity's override when the rule takes overrides
+// ([Rule.Overrides]) and the store holds one: the result's Limit says
+// which. The call has the Limiter's deadline; a store that fails or
 // misses it makes Peek return its error, since no failure policy can tell
 // what the store holds. It returns an error wrapping [ErrNotSupported]
 // when the store is no [QuotaStore].
@@ -39,6 +43,9 @@ func (l *Limiter) Peek(ctx context.Context, rule Rule, identity string) (Result,
 		return Result{}, fmt.Errorf("%w: Peek: %T is no QuotaStore", ErrNotSupported, l.store)
 	}
 	checks := []Check{{Key: k, Limit: rule.Limit}}
+	if rule.Overrides {
+		checks[0].Override = k + storekey.OverrideSuffix
+	}
 	var res []Result
 	err = l.quotaCall(ctx, func(ctx context.Context) (err error) {
 		res, err = qs.PeekAll(ctx, checks)

@@ -71,8 +71,8 @@ func (s *LeasingStore) withLeased(checks []Check, res []Result) ([]Result, error
 	}
 	for i, c := range checks {
 		l, ok := s.leases.GetIfPresent(c.Key)
-		if !ok {
-			continue
+		if !ok || c.Override != "" {
+			continue // an override check is never leased
 		}
 		l.mu.Lock()
 		units := 0
@@ -128,4 +128,35 @@ func (s *LeasingStore) WatchResets(fn func(key string)) (stop func(), err error)
 		s.drop(key)
 		fn(key)
 	})
+}
+
+// SetOverride implements [OverrideStore.SetOverride] through the inner
+// store, which must be an OverrideStore (else an error wrapping
+// [ErrNotSupported]), after dropping this store's lease and remembered
+// denial of key: decisions of checks that name an override key pass
+// through to the inner store, never leased.
+func (s *LeasingStore) SetOverride(ctx context.Context, key, override string, limit Limit, ttl time.Duration) error {
+	o, ok := s.inner.(OverrideStore)
+	if !ok {
+		return fmt.Errorf("%w: the inner store %T is not an OverrideStore", ErrNotSupported, s.inner)
+	}
+	if err := validateOverride(key, override, limit, ttl); err != nil {
+		return err
+	}
+	s.drop(key)
+	return o.SetOverride(ctx, key, override, limit, ttl)
+}
+
+// ClearOverride implements [OverrideStore.ClearOverride] through the inner
+// store, as SetOverride does.
+func (s *LeasingStore) ClearOverride(ctx context.Context, key, override string) error {
+	o, ok := s.inner.(OverrideStore)
+	if !ok {
+		return fmt.Errorf("%w: the inner store %T is not an OverrideStore", ErrNotSupported, s.inner)
+	}
+	if err := validateOverrideKeys(key, override); err != nil {
+		return err
+	}
+	s.drop(key)
+	return o.ClearOverride(ctx, key, override)
 }

@@ -10,6 +10,7 @@ func (s *MemoryStore) PeekAll(ctx context.Context, checks []Check) ([]Result, er
 	if err := validate(checks, 1); err != nil {
 		return nil, err
 	}
+	checks = s.withOverrides(checks)
 	defer s.lockMany(checks)()
 	return s.peek(checks, s.now().UnixMicro()), nil
 }
@@ -38,6 +39,7 @@ func (s *MemoryStore) RefundAllN(ctx context.Context, checks []Check, n int) ([]
 	if err := validate(checks, n); err != nil {
 		return nil, err
 	}
+	checks = s.withOverrides(checks)
 	defer s.lockMany(checks)()
 	now := s.now().UnixMicro()
 	for _, c := range checks {

@@ -28,13 +28,23 @@ func (s *RedisStore) quota(ctx context.Context, set *scriptSet, checks []Check, 
 	if err := validate(checks, n); err != nil {
 		return nil, err
 	}
-	_, reply, err := s.runMany(ctx, set.of(checks), checks, n)
+	var (
+		reply string
+		err   error
+	)
+	parse := parseReply
+	if hasOverride(checks) {
+		reply, err = s.runOverride(ctx, overrideSets[set].of(checks), checks, n)
+		parse = parseOverrideReply
+	} else {
+		_, reply, err = s.runMany(ctx, set.of(checks), checks, n)
+	}
 	if err != nil {
 		s.reloadSlots(err)
 		return nil, fmt.Errorf("ratekit: redis: %w", err)
 	}
 	results := make([]Result, len(checks))
-	if err := parseReply(reply, checks, results); err != nil {
+	if err := parse(reply, checks, results); err != nil {
 		return nil, err
 	}
 	return results, nil

@@ -222,6 +222,9 @@ func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results [
 	if err := validate(checks, n); err != nil {
 		return err
 	}
+	if hasOverride(checks) {
+		return s.allowOverride(ctx, checks, n, results)
+	}
 	var (
 		sc     *script
 		ireply int64  // reply of an intReply script

@@ -72,6 +72,15 @@ func TraitsOf(s Store) Traits {
 type Check struct {
 	Key   string
 	Limit Limit
+	// Override, when not empty, is the key of the identity's override of
+	// Limit, which a store that keeps overrides ([OverrideStore]) reads in
+	// the same call: an override there replaces Limit's rate, period and
+	// burst, the algorithm staying Limit's, and the Result's Limit is the
+	// one applied. A store without overrides ignores it. It must differ
+	// from Key and share Key's Redis Cluster hash tag, as the keys a
+	// [Limiter] builds for a rule with [Rule.Overrides] do: Key +
+	// ":override".
+	Override string
 }
 
 // maxChecks bounds how many limits one call may decide.
@@ -88,6 +97,11 @@ func validate(checks []Check, n int) error {
 	for i := range checks {
 		if checks[i].Key == "" {
 			return fmt.Errorf("%w: empty storage key", ErrInvalidIdentity)
+		}
+		if o := checks[i].Override; o != "" {
+			if err := validateOverrideKey(checks[i].Key, o); err != nil {
+				return err
+			}
 		}
 		lim := checks[i].Limit
 		if err := lim.Validate(); err != nil {
@@ -157,7 +171,8 @@ type QuotaStore interface {
 // its fallback state.
 type ResetWatcher interface {
 	// WatchResets calls fn with each key that a Reset through any process
-	// sharing the store clears, this process's own resets included, until
+	// sharing the store clears, or whose override ([OverrideStore]) it sets
+	// or clears, this process's own included, until
 	// stop is called; stop waits for calls of fn in progress to return. fn
 	// runs on a goroutine of the store's and must not block. It returns an
 	// error when the store cannot watch (a client without pub/sub).

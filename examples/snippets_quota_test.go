@@ -7,6 +7,7 @@ import (
 	"log"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -71,6 +72,28 @@ func Example_peekReset() {
 	fmt.Printf("%d of %d left, full again in %v\n", quota.Remaining, quota.Limit.Capacity(), quota.ResetAfter)
 	// clears the key in Redis, and the memory of every replica watching it
 	if err := limiter.Reset(ctx, "default", "ip:203.0.113.7"); err != nil {
+		log.Fatal(err)
+	}
+	// snippet:end
+}
+
+// A customer's own limit, set by an admin call and seen by every replica.
+func Example_overrides() {
+	limiter := redisLimiter()
+	ctx := context.Background()
+	tenant, err := keyfuncs.Header("X-Tenant-Id") // set by the gateway
+	if err != nil {
+		log.Fatal(err)
+	}
+	// snippet:overrides
+	rule := core.Rule{Name: "api", Limit: core.PerMinute(100), Key: tenant, Overrides: true}
+	// acme gets 1000 a minute for 24 hours, on every replica from its next request
+	id := "header:X-Tenant-Id:acme"
+	if err := limiter.SetOverride(ctx, rule, id, core.PerMinute(1000), 24*time.Hour); err != nil {
+		log.Fatal(err)
+	}
+	// back to the rule's 100 a minute before then
+	if err := limiter.ClearOverride(ctx, "api", id); err != nil {
 		log.Fatal(err)
 	}
 	// snippet:end

@@ -140,7 +140,20 @@ var brokenStores = []brokenStore{
 		}
 		return overshooting{brokenQuota: b, owed: &owed}
 	}},
+	{name: "ignores-overrides", caughtBy: "OverrideRaisesAndLowers", wrapQuota: func(inner core.Store) core.Store {
+		return deafToOverrides{inner.(core.QuotaStore)}
+	}},
 }
+
+// deafToOverrides is a broken OverrideStore that accepts overrides and
+// never applies them.
+type deafToOverrides struct{ core.QuotaStore }
+
+func (deafToOverrides) SetOverride(context.Context, string, string, core.Limit, time.Duration) error {
+	return nil
+}
+
+func (deafToOverrides) ClearOverride(context.Context, string, string) error { return nil }
 
 // overshooting is a broken QuotaStore that admits the units a refund gave
 // back beyond full, on top of the capacity.

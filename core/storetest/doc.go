@@ -91,6 +91,26 @@
 //     denied with nothing remaining; for GCRA on a clock the suite steps,
 //     exactly until 0.6 period, when a unit has refilled at the new rate.
 //
+// Cases of [core.OverrideStore]'s methods run when the store under test
+// implements it (skipped otherwise); their checks name an override key,
+// the storage key and ":override", and each result is checked for the
+// limit that applies, the override's or the check's:
+//
+//   - OverrideRaisesAndLowers (each algorithm): overrides of 8 and 2 over
+//     a limit of 4, each for one identity, apply to decisions (a cost of
+//     6, above the check's capacity, included) and peeks with the check's
+//     algorithm; a third identity, and a check that names no override key,
+//     keep 4; a sliding log's override above [core.MaxLogRate] is none.
+//   - OverrideCleared (each algorithm): 6 spent under an override of 8,
+//     then cleared: denied under 4; clearing no override is no error.
+//   - OverrideExpires (each algorithm, steps time): an override of 10 s
+//     applies a millisecond before its expiry and not at it, what was
+//     spent under it counting under the check's limit.
+//   - OverrideInvalid: invalid limits, negative TTLs, empty keys, and
+//     override keys equal to their storage key or of another hash tag are
+//     errors wrapping [core.ErrInvalidLimit] or [core.ErrInvalidIdentity]
+//     in SetOverride, ClearOverride and AllowAllN alike, and change nothing.
+//
 // # Leasing stores
 //
 // A store that takes units ahead of demand and spends them locally, as

@@ -45,14 +45,36 @@ func Key(prefix, rule, identity string) (string, error) {
 	if identity == "" {
 		return "", fmt.Errorf("%w: empty identity for rule %q", ErrInvalidIdentity, rule)
 	}
-	if needsHash(identity) {
-		sum := sha256.Sum256([]byte(identity))
-		var buf [1 + 2*sha256.Size]byte
-		buf[0] = hashedMark
-		hex.Encode(buf[1:], sum[:])
-		identity = string(buf[:])
+	return prefix + rule + ":{" + tagged(identity) + "}", nil
+}
+
+// OverrideSuffix ends the key of every per-identity override: the key of
+// a storage key's override is the storage key and OverrideSuffix. A
+// storage key ends with '}', so no storage key is an override key, and the
+// two share the hash tag, so a Redis Cluster keeps them in one slot.
+const OverrideSuffix = ":override"
+
+// KeyAndOverride returns [Key] and the key of its override, Key +
+// [OverrideSuffix], built in one allocation: key is a prefix of override.
+func KeyAndOverride(prefix, rule, identity string) (key, override string, err error) {
+	if identity == "" {
+		return "", "", fmt.Errorf("%w: empty identity for rule %q", ErrInvalidIdentity, rule)
 	}
-	return prefix + rule + ":{" + identity + "}", nil
+	override = prefix + rule + ":{" + tagged(identity) + "}" + OverrideSuffix
+	return override[:len(override)-len(OverrideSuffix)], override, nil
+}
+
+// tagged returns identity as it stands in a key's hash tag: itself, or
+// its hash when it cannot stand as it is.
+func tagged(identity string) string {
+	if !needsHash(identity) {
+		return identity
+	}
+	sum := sha256.Sum256([]byte(identity))
+	var buf [1 + 2*sha256.Size]byte
+	buf[0] = hashedMark
+	hex.Encode(buf[1:], sum[:])
+	return string(buf[:])
 }
 
 // needsHash reports whether identity cannot stand in a key as it is.

@@ -45,6 +45,15 @@ func FuzzKey(f *testing.F) {
 				t.Fatalf("Key(%q) is %d bytes long", c.id, len(c.key))
 			}
 		}
+		// an override key is its storage key's, in the same slot, and
+		// equals no storage key
+		k, o, err := storekey.KeyAndOverride("rk:", "rule", id1)
+		if k != k1 || (err != nil) != (err1 != nil) {
+			t.Fatalf("KeyAndOverride(%q) = %q, %v; Key = %q, %v", id1, k, err, k1, err1)
+		}
+		if err == nil && (o != k1+storekey.OverrideSuffix || hashTag(o) != hashTag(k1) || o == k2) {
+			t.Fatalf("KeyAndOverride(%q): override key %q (storage keys %q, %q)", id1, o, k1, k2)
+		}
 		if err1 == nil && err2 == nil && id1 != id2 && k1 == k2 {
 			t.Fatalf("identities %q and %q share key %q", id1, id2, k1)
 		}
