@@ -102,8 +102,10 @@ const netFaultTraffic = 8
 
 // netFaultMargin is how much later than the deadline a decision may
 // return, unless the whole process stalled: the time for the caller's
-// goroutine to run again on a loaded machine.
-const netFaultMargin = 50 * time.Millisecond
+// goroutine to run again on a loaded machine (under the race detector, with
+// the other packages' tests running beside it, wake-ups 60 ms late were
+// seen with no stall the watchers could see).
+const netFaultMargin = 100 * time.Millisecond
 
 // netFaultBack bounds the time from lifting a fault to decisions from
 // Redis again: the longest wait between two probes (1 s), a new
@@ -412,7 +414,10 @@ func (r *netFaultRun) checkFailLocal(degrades bool) {
 			degraded++
 		}
 		if o.degraded != degrades {
-			if r.stalled(o) > 0 || !degrades && within(o.at, spans) {
+			// a reply that came past the deadline was taken by a caller
+			// that woke late: its goroutine, not the store, was slow
+			late := degrades && o.took > core.DefaultTimeout
+			if late || r.stalled(o) > 0 || !degrades && within(o.at, spans) {
 				excused++
 			} else {
 				wrong++
