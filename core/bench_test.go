@@ -55,7 +55,8 @@ func runConcurrent(b *testing.B, g int, decide func(i int) (allowed bool, err er
 				}
 				ok, err := decide(int(i))
 				if err != nil {
-					firstErr.CompareAndSwap(nil, &err)
+					first := err // err itself stays on the stack
+					firstErr.CompareAndSwap(nil, &first)
 					return
 				}
 				if !ok {
@@ -149,4 +150,92 @@ func BenchmarkStore(b *testing.B) {
 			runConcurrent(b, g, func(int) (bool, error) { return true, client.Ping(ctx).Err() })
 		})
 	}
+}
+
+// statedStore is a Store that states the traits it is given, whatever the
+// store it wraps: a MemoryStore under it measures the Limiter's own cost on
+// the path a remote store takes.
+type statedStore struct {
+	core.Store
+	traits core.Traits
+}
+
+func (s statedStore) Traits() core.Traits { return s.traits }
+
+// BenchmarkLimiter measures Limiter.Check with one rule beside the bare
+// store call it makes (store/…, over the same store and keys), so that the
+// difference in allocs/op and B/op is the Limiter's own: over a MemoryStore
+// (in process), over a MemoryStore stating itself remote (with and without
+// KeepsDeadlines), and over a real redis-server with go-redis's default
+// options (as the README's quick start builds the client) and with
+// ContextTimeoutEnabled.
+//
+//	go test -run '^$' -bench BenchmarkLimiter -benchmem ./core
+func BenchmarkLimiter(b *testing.B) {
+	srv := redistest.StartServer(b)
+	plain := srv.Client(b)
+	keeps := srv.Client(b, func(o *redis.Options) { o.ContextTimeoutEnabled, o.MaxRetries = true, -1 })
+	mem := core.MustMemoryStore()
+	b.Cleanup(func() { mem.Close() })
+	stores := []struct {
+		name  string
+		store core.Store
+	}{
+		{"memory", mem},
+		{"memory-remote", statedStore{Store: mem}},
+		{"memory-keeps", statedStore{Store: mem, traits: core.Traits{KeepsDeadlines: true}}},
+		{"redis", core.MustRedisStore(plain)},
+		{"redis-keeps", core.MustRedisStore(keeps)},
+	}
+	limit := core.PerSecond(1_000_000) // a limit no call reaches: the allowing path
+	const nkeys = 1000
+	ids := make([]string, nkeys)
+	reqs := make([]core.Request, nkeys) // boxed once: a request is the adapter's, not the Limiter's cost
+	for i := range ids {
+		ids[i] = fmt.Sprintf("ip:10.0.%d.%d", i>>8, i&255)
+		reqs[i] = &benchRequest{id: ids[i]}
+	}
+	rules := []core.Rule{{Name: "bench", Limit: limit, Key: func(r core.Request) (string, error) {
+		return r.(*benchRequest).id, nil
+	}}}
+	for _, st := range stores {
+		// a deadline a loaded machine never misses: the call is measured, not the failure policy
+		l, err := core.NewLimiter(st.store, core.WithTimeout(time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { l.Close() })
+		keys := make([]string, nkeys)
+		for i, id := range ids {
+			if keys[i], err = l.StorageKey("bench", id); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, g := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/store/g=%d", st.name, g), func(b *testing.B) {
+				checks := make([][1]core.Check, b.N) // one per call: the store may not keep them
+				runConcurrent(b, g, func(i int) (bool, error) {
+					checks[i][0] = core.Check{Key: keys[i%nkeys], Limit: limit}
+					res, err := st.store.AllowAllN(context.Background(), checks[i][:], 1)
+					return err == nil && res[0].Allowed, err
+				})
+			})
+			b.Run(fmt.Sprintf("%s/limiter/g=%d", st.name, g), func(b *testing.B) {
+				runConcurrent(b, g, func(i int) (bool, error) {
+					d, err := l.Check(context.Background(), reqs[i%nkeys], rules)
+					if err == nil && (len(d.Results) != 1 || d.Degraded()) {
+						err = fmt.Errorf("fixture: %d results, degraded %v", len(d.Results), d.Degraded())
+					}
+					return d.Allowed, err
+				})
+			})
+		}
+	}
+}
+
+// benchRequest is a core.Request of one identity, which the benchmark's
+// key function reads.
+type benchRequest struct {
+	staticRequest
+	id string
 }
