@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -98,7 +99,7 @@ func BenchmarkStore(b *testing.B) {
 	stores := []struct {
 		name  string
 		store core.Store
-	}{{"memory", mem}, {"redis", core.MustRedisStore(client)}, {"redis-batched", batchedStore}, {"redis-leased", leased}}
+	}{{"memory", mem}, {"redis", core.MustRedisStore(client, core.WithoutBatching())}, {"redis-batched", batchedStore}, {"redis-leased", leased}}
 	type keySet struct {
 		name string
 		keys []string
@@ -239,3 +240,55 @@ type benchRequest struct {
 	staticRequest
 	id string
 }
+
+// BenchmarkBatchingAlone measures what batching, the default, costs a lone
+// caller: Limiter.Check with one rule at one goroutine over a RedisStore
+// with batching and one without, on 1000 keys of a private redis-server,
+// through a client with go-redis's default options, as the README's quick
+// start builds it, in 7 rounds that each run both, one after the other:
+//
+//	go test -run '^$' -bench BenchmarkBatchingAlone -benchtime 2s ./core |
+//	  awk '/unbatched/ {u=$5} /\/batched/ {print $5/u}' | sort -n | sed -n 4p
+//
+// prints the median of the rounds' ratios of batched to unbatched
+// decisions/s.
+func BenchmarkBatchingAlone(b *testing.B) {
+	srv := redistest.StartServer(b)
+	client := srv.Client(b)
+	limit := core.PerSecond(1_000_000) // a limit no call reaches: the allowing path
+	const nkeys = 1000
+	reqs := make([]core.Request, nkeys)
+	for i := range reqs {
+		reqs[i] = &benchRequest{id: fmt.Sprintf("ip:10.1.%d.%d", i>>8, i&255)}
+	}
+	rules := []core.Rule{{Name: "alone", Limit: limit, Key: func(r core.Request) (string, error) {
+		return r.(*benchRequest).id, nil
+	}}}
+	limiters := make([]*core.Limiter, 2)
+	for i, opt := range []core.Option{core.WithoutBatching(), core.WithBatching(core.Batching{})} {
+		store := core.MustRedisStore(client, opt)
+		b.Cleanup(func() { store.Close() })
+		l, err := core.NewLimiter(store, core.WithTimeout(time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { l.Close() })
+		limiters[i] = l
+	}
+	for round := 1; round <= aloneRounds; round++ {
+		for i, name := range []string{"unbatched", "batched"} {
+			b.Run(fmt.Sprintf("round=%d/%s", round, name), func(b *testing.B) {
+				runConcurrent(b, 1, func(j int) (bool, error) {
+					d, err := limiters[i].Check(context.Background(), reqs[j%nkeys], rules)
+					if err == nil && d.Degraded() {
+						err = errors.New("fixture: a degraded decision")
+					}
+					return d.Allowed, err
+				})
+			})
+		}
+	}
+}
+
+// aloneRounds is how many interleaved rounds BenchmarkBatchingAlone runs.
+const aloneRounds = 7
