@@ -317,8 +317,7 @@ func (l *Limiter) callInProcess(ctx context.Context, c *groupCall) error {
 	if l.observer != nil {
 		t0 = l.mono()
 	}
-	res, err := l.callDirect(ctx, c.checks, c.n)
-	err = copyResults(c.results, res, err)
+	err := l.callDirect(ctx, c.checks, c.n, c.results)
 	c.spent = spentStore
 	if l.observer != nil {
 		l.observer.StoreCalled(time.Duration(l.mono()-t0), err)
