@@ -55,7 +55,8 @@ func runConcurrent(b *testing.B, g int, decide func(i int) (allowed bool, err er
 				}
 				ok, err := decide(int(i))
 				if err != nil {
-					firstErr.CompareAndSwap(nil, &err)
+					first := err // err itself stays on the stack
+					firstErr.CompareAndSwap(nil, &first)
 					return
 				}
 				if !ok {
@@ -97,7 +98,7 @@ func BenchmarkStore(b *testing.B) {
 	stores := []struct {
 		name  string
 		store core.Store
-	}{{"memory", mem}, {"redis", core.MustRedisStore(client)}, {"redis-batched", batchedStore}, {"redis-leased", leased}}
+	}{{"memory", mem}, {"redis", core.MustRedisStore(client, core.WithoutBatching())}, {"redis-batched", batchedStore}, {"redis-leased", leased}}
 	type keySet struct {
 		name string
 		keys []string
@@ -150,3 +151,171 @@ func BenchmarkStore(b *testing.B) {
 		})
 	}
 }
+
+// statedStore is a Store that states the traits it is given, whatever the
+// store it wraps: a MemoryStore under it measures the Limiter's own cost on
+// the path a remote store takes.
+type statedStore struct {
+	core.Store
+	traits core.Traits
+}
+
+func (s statedStore) Traits() core.Traits { return s.traits }
+
+// BenchmarkLimiter measures Limiter.Check with one rule beside the bare
+// store call it makes (store/…, over the same store and keys), so that the
+// difference in allocs/op and B/op is the Limiter's own: over a MemoryStore
+// (in process), over a MemoryStore stating itself remote (with and without
+// KeepsDeadlines), and over a real redis-server with go-redis's default
+// options (as the README's quick start builds the client) and with
+// ContextTimeoutEnabled.
+//
+//	go test -run '^$' -bench BenchmarkLimiter -benchmem ./core
+func BenchmarkLimiter(b *testing.B) {
+	srv := redistest.StartServer(b)
+	plain := srv.Client(b)
+	keeps := srv.Client(b, func(o *redis.Options) { o.ContextTimeoutEnabled, o.MaxRetries = true, -1 })
+	mem := core.MustMemoryStore()
+	b.Cleanup(func() { mem.Close() })
+	stores := []struct {
+		name  string
+		store core.Store
+	}{
+		{"memory", mem},
+		{"memory-remote", statedStore{Store: mem}},
+		{"memory-keeps", statedStore{Store: mem, traits: core.Traits{KeepsDeadlines: true}}},
+		{"redis", core.MustRedisStore(plain)},
+		{"redis-keeps", core.MustRedisStore(keeps)},
+	}
+	limit := core.PerSecond(1_000_000) // a limit no call reaches: the allowing path
+	const nkeys = 1000
+	ids := make([]string, nkeys)
+	reqs := make([]core.Request, nkeys) // boxed once: a request is the adapter's, not the Limiter's cost
+	for i := range ids {
+		ids[i] = fmt.Sprintf("ip:10.0.%d.%d", i>>8, i&255)
+		reqs[i] = &benchRequest{id: ids[i]}
+	}
+	rules := []core.Rule{{Name: "bench", Limit: limit, Key: func(r core.Request) (string, error) {
+		return r.(*benchRequest).id, nil
+	}}}
+	for _, st := range stores {
+		// a deadline a loaded machine never misses: the call is measured, not the failure policy
+		l, err := core.NewLimiter(st.store, core.WithTimeout(time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { l.Close() })
+		keys := make([]string, nkeys)
+		for i, id := range ids {
+			if keys[i], err = l.StorageKey("bench", id); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, g := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/store/g=%d", st.name, g), func(b *testing.B) {
+				checks := make([][1]core.Check, b.N) // one per call: the store may not keep them
+				runConcurrent(b, g, func(i int) (bool, error) {
+					checks[i][0] = core.Check{Key: keys[i%nkeys], Limit: limit}
+					res, err := st.store.AllowAllN(context.Background(), checks[i][:], 1)
+					return err == nil && res[0].Allowed, err
+				})
+			})
+			b.Run(fmt.Sprintf("%s/limiter/g=%d", st.name, g), func(b *testing.B) {
+				runConcurrent(b, g, func(i int) (bool, error) {
+					d, err := l.Check(context.Background(), reqs[i%nkeys], rules)
+					if err == nil && (len(d.Results) != 1 || d.Degraded()) {
+						err = fmt.Errorf("fixture: %d results, degraded %v", len(d.Results), d.Degraded())
+					}
+					return d.Allowed, err
+				})
+			})
+		}
+	}
+}
+
+// benchRequest is a core.Request of one identity, which the benchmark's
+// key function reads.
+type benchRequest struct {
+	staticRequest
+	id string
+}
+
+// BenchmarkBatchingAlone measures what batching, the default, costs a lone
+// caller: Limiter.Check with one rule at one goroutine over a RedisStore
+// with batching and one without, on 1000 keys of a private redis-server,
+// through a client with go-redis's default options, as the README's quick
+// start builds it, and through one with ContextTimeoutEnabled. Each of 7
+// rounds alternates the two stores in blocks of 100 decisions, so that
+// both see the same load of a shared machine, and reports batched
+// decisions/s over unbatched; the median of the rounds, for each client:
+//
+//	go test -run '^$' -bench BenchmarkBatchingAlone -benchtime 20000x ./core |
+//	  awk '/batched\/unbatched/ {split($1, p, "/"); for (i = 2; i <= NF; i++)
+//	    if ($i == "batched/unbatched") print p[2], $(i-1)}' |
+//	  sort -k1,1 -k2n | awk '{r[$1] = r[$1] " " $2} END {for (c in r) print c, r[c]}'
+//
+// prints each client's 7 ratios in order: the fourth is the median.
+func BenchmarkBatchingAlone(b *testing.B) {
+	srv := redistest.StartServer(b)
+	b.Run("client=default", func(b *testing.B) { batchingAlone(b, srv.Client(b)) })
+	b.Run("client=keeps-deadlines", func(b *testing.B) {
+		batchingAlone(b, srv.Client(b, func(o *redis.Options) { o.ContextTimeoutEnabled, o.MaxRetries = true, -1 }))
+	})
+}
+
+// batchingAlone runs BenchmarkBatchingAlone's rounds over client.
+func batchingAlone(b *testing.B, client *redis.Client) {
+	limit := core.PerSecond(1_000_000) // a limit no call reaches: the allowing path
+	const nkeys = 1000
+	reqs := make([]core.Request, nkeys)
+	for i := range reqs {
+		reqs[i] = &benchRequest{id: fmt.Sprintf("ip:10.1.%d.%d", i>>8, i&255)}
+	}
+	rules := []core.Rule{{Name: "alone", Limit: limit, Key: func(r core.Request) (string, error) {
+		return r.(*benchRequest).id, nil
+	}}}
+	var limiters [2]*core.Limiter // unbatched, batched
+	for i, opt := range []core.Option{core.WithoutBatching(), core.WithBatching(core.Batching{})} {
+		store := core.MustRedisStore(client, opt)
+		b.Cleanup(func() { store.Close() })
+		l, err := core.NewLimiter(store, core.WithTimeout(time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { l.Close() })
+		limiters[i] = l
+	}
+	for round := 1; round <= aloneRounds; round++ {
+		b.Run(fmt.Sprintf("round=%d", round), func(b *testing.B) {
+			b.ReportAllocs()
+			var (
+				spent [2]time.Duration
+				n     [2]int
+			)
+			for i := range b.N {
+				which := (i / aloneBlock) % 2
+				t0 := time.Now()
+				d, err := limiters[which].Check(context.Background(), reqs[i%nkeys], rules)
+				spent[which] += time.Since(t0)
+				n[which]++
+				if err != nil || d.Degraded() || !d.Allowed {
+					b.Fatalf("fixture: decision %+v, %v: want allowed by Redis", d, err)
+				}
+			}
+			if n[1] == 0 {
+				return // a calibration run too short for both
+			}
+			rate := func(k int) float64 { return float64(n[k]) / spent[k].Seconds() }
+			b.ReportMetric(rate(0), "unbatched/s")
+			b.ReportMetric(rate(1), "batched/s")
+			b.ReportMetric(rate(1)/rate(0), "batched/unbatched")
+		})
+	}
+}
+
+// BenchmarkBatchingAlone's rounds, and the decisions of each store in a
+// row within a round.
+const (
+	aloneRounds = 7
+	aloneBlock  = 100
+)

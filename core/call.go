@@ -14,8 +14,7 @@ import (
 // deadline. A panic of the store becomes an error.
 func (l *Limiter) call(ctx context.Context, checks []Check, n int, results []Result) error {
 	if l.direct {
-		res, err := l.callDirect(ctx, checks, n)
-		return copyResults(results, res, err)
+		return l.callDirect(ctx, checks, n, results)
 	}
 	// the call may outlive this function: it gets checks of its own
 	res, err := l.callStore(ctx, slices.Clone(checks), n)
@@ -35,25 +34,59 @@ func copyResults(results, res []Result, err error) error {
 	return nil
 }
 
-// callDirect makes one store call on the caller's goroutine. The store
-// gets a pooled copy of checks, which it may not keep past the call, so
-// that the caller's checks stay on its stack: an interface call would
-// otherwise move them to the heap.
-func (l *Limiter) callDirect(ctx context.Context, checks []Check, n int) (res []Result, err error) {
-	buf := checkPool.Get().(*[maxChecks]Check)
-	own := buf[:copy(buf[:], checks)]
+// callDirect makes one store call on the caller's goroutine into results.
+// The store gets a pooled copy of checks, which it may not keep past the
+// call, so that the caller's checks stay on its stack: an interface call
+// would otherwise move them to the heap. A store that decides into a
+// slice (decidesInto) decides into a pooled one, and allocates no results.
+func (l *Limiter) callDirect(ctx context.Context, checks []Check, n int, results []Result) (err error) {
+	buf := callPool.Get().(*callBuf)
+	own := buf.checks[:copy(buf.checks[:], checks)]
 	defer func() {
 		clear(own)
-		checkPool.Put(buf)
+		callPool.Put(buf)
 		if p := recover(); p != nil {
 			err = fmt.Errorf("ratekit: store panicked: %v", p)
 		}
 	}()
-	return l.store.AllowAllN(ctx, own, n)
+	if s, ok := l.store.(decidesInto); ok {
+		res := buf.results[:len(own)]
+		if err := s.allowInto(ctx, own, n, res); err != nil {
+			return err
+		}
+		copy(results, res)
+		return nil
+	}
+	res, err := l.store.AllowAllN(ctx, own, n)
+	return copyResults(results, res, err)
 }
 
-// checkPool holds the checks of direct store calls.
-var checkPool = sync.Pool{New: func() any { return new([maxChecks]Check) }}
+// callBuf holds the checks and results of a direct store call.
+type callBuf struct {
+	checks  [maxChecks]Check
+	results [maxChecks]Result
+}
+
+// callPool holds the buffers of direct store calls.
+var callPool = sync.Pool{New: func() any { return new(callBuf) }}
+
+// decidesInto is a Store that decides AllowAllN into a slice of results
+// the caller gives it, one per check, rather than one it allocates. The
+// stores of this package implement it; a wrapper, which does not, is
+// called through AllowAllN.
+type decidesInto interface {
+	allowInto(ctx context.Context, checks []Check, n int, results []Result) error
+}
+
+// allowInto implements decidesInto: AllowAllN into results.
+func (s *RedisStore) allowInto(ctx context.Context, checks []Check, n int, results []Result) error {
+	return s.allow(ctx, checks, n, results)
+}
+
+// allowInto implements decidesInto: AllowAllN into results.
+func (s *MemoryStore) allowInto(_ context.Context, checks []Check, n int, results []Result) error {
+	return s.allow(checks, n, results)
+}
 
 // callStore makes one store call that returns by ctx's deadline whatever
 // the store does: the call runs on a goroutine of its own, which the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -196,9 +197,9 @@ func (p *plan) settle(g int, c *groupCall, d *Decision) {
 			continue
 		}
 		r.cached = c.cached
-		d.Results[i] = RuleResult{Rule: r.name, Result: c.results[j], Shadow: c.shadow, key: r.check.Key, cost: r.cost}
+		d.Results[i] = RuleResult{Rule: r.name, Result: c.results[j], Shadow: c.shadow, key: r.check.Key}
 		if c.results[j].Allowed {
-			d.Results[i].spent = c.spent
+			d.Results[i].spent, d.Results[i].cost = c.spent, int32(r.cost) // allowed: at most a capacity
 		}
 		if !c.shadow {
 			d.Allowed = d.Allowed && c.results[j].Allowed
@@ -241,13 +242,27 @@ type groupCall struct {
 type deadline struct {
 	ctx    context.Context
 	cancel context.CancelFunc
+	bound  *boundCtx  // a pooled deadline, for a store that keeps deadlines
+	pool   *sync.Pool // of boundCtx; nil unless the store keeps deadlines
 }
 
 // of returns the context of the store deadline, timeout after the first
-// call, within parent.
+// call, within parent: parent itself when its own deadline comes first,
+// a pooled deadline for a store that keeps deadlines (see boundCtx), else
+// a context of its own.
 func (d *deadline) of(parent context.Context, timeout time.Duration) context.Context {
-	if d.ctx == nil {
-		d.ctx, d.cancel = context.WithTimeout(parent, timeout)
+	if d.ctx != nil {
+		return d.ctx
+	}
+	at := time.Now().Add(timeout)
+	switch t, ok := parent.Deadline(); {
+	case ok && !t.After(at):
+		d.ctx = parent
+	case d.pool != nil:
+		d.bound = boundTo(d.pool, parent, at, timeout)
+		d.ctx = d.bound
+	default:
+		d.ctx, d.cancel = context.WithDeadline(parent, at)
 	}
 	return d.ctx
 }
@@ -256,6 +271,9 @@ func (d *deadline) of(parent context.Context, timeout time.Duration) context.Con
 func (d *deadline) end() {
 	if d.cancel != nil {
 		d.cancel()
+	}
+	if d.bound != nil {
+		d.bound.release(d.pool)
 	}
 }
 
@@ -275,7 +293,10 @@ func (l *Limiter) decide(ctx context.Context, c *groupCall) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ratekit: %w", err)
 	}
-	var dl deadline
+	dl := deadline{}
+	if l.direct {
+		dl.pool = &l.bounds
+	}
 	defer dl.end()
 	var leadBuf [4]*deniedEntry
 	answered, leads, err := l.answerFromCache(ctx, &dl, c, leadBuf[:0])
@@ -296,8 +317,7 @@ func (l *Limiter) callInProcess(ctx context.Context, c *groupCall) error {
 	if l.observer != nil {
 		t0 = l.mono()
 	}
-	res, err := l.callDirect(ctx, c.checks, c.n)
-	err = copyResults(c.results, res, err)
+	err := l.callDirect(ctx, c.checks, c.n, c.results)
 	c.spent = spentStore
 	if l.observer != nil {
 		l.observer.StoreCalled(time.Duration(l.mono()-t0), err)

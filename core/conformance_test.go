@@ -24,10 +24,11 @@ func memoryStores(clock *fakeClock) func(t *testing.T) core.Store {
 	}
 }
 
-// redisStores returns a constructor of RedisStores over c.
+// redisStores returns a constructor of RedisStores over c that send each
+// call by itself (batchedStores covers the default).
 func redisStores(c redis.Scripter) func(t *testing.T) core.Store {
 	return func(t *testing.T) core.Store {
-		s, err := core.NewRedisStore(c)
+		s, err := core.NewRedisStore(c, core.WithoutBatching())
 		if err != nil {
 			t.Fatal(err)
 		}

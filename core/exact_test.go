@@ -168,9 +168,9 @@ func TestExactChild(t *testing.T) {
 		client = redis.NewClient(&redis.Options{Addr: addrs[0], PoolSize: exactGoroutines})
 	}
 	defer client.Close()
-	var opts []core.Option
+	opts := []core.Option{core.WithoutBatching()}
 	if os.Getenv(envBatched) == "true" {
-		opts = append(opts, core.WithBatching(core.Batching{MaxBatch: 0, Parallel: 0, MaxWait: 0}))
+		opts = []core.Option{core.WithBatching(core.Batching{MaxBatch: 0, Parallel: 0, MaxWait: 0})}
 	}
 	store := core.MustRedisStore(client, opts...)
 	defer store.Close()

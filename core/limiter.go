@@ -105,10 +105,11 @@ type RuleResult struct {
 	// false, the rule would have denied the request but did not.
 	Shadow bool
 
-	// what the decision spent, for Limiter.Refund
-	key   string
-	cost  int
+	// what the decision spent, for Limiter.Refund; spent and cost pack
+	// beside Shadow, so that a result takes 112 bytes, not 128
 	spent spender
+	cost  int32 // set when spent: at most a capacity, so at most MaxRate
+	key   string
 }
 
 // spender says who spent a rule's units in a decision: nobody (a denial,
@@ -185,6 +186,7 @@ type Limiter struct {
 
 	inProcess     bool         // the store decides in process: no deadline, breaker, fallback or cache
 	direct        bool         // the store keeps deadlines itself: no goroutine per call
+	bounds        sync.Pool    // of *boundCtx, the deadlines of direct calls
 	fallbackStore *MemoryStore // FailLocal only
 	fallbackOpts  []Option
 	denied        *deniedCache // nil when off

@@ -49,7 +49,8 @@ type config struct {
 
 	maxKeys int // MemoryStore
 
-	batching *Batching // RedisStore; nil when off
+	batching   *Batching // RedisStore: WithBatching's; nil for the defaults
+	noBatching bool      // RedisStore: WithoutBatching
 
 	leaseSize int // LeasingStore; 0 for LeaseSize's default
 	leaseHold time.Duration
@@ -132,7 +133,8 @@ func WithMaxKeys(n int) Option {
 }
 
 // Batching configures how a [RedisStore] coalesces concurrent calls into
-// pipelines ([WithBatching]). A zero field takes its default.
+// pipelines ([WithBatching]), which it does by default over a
+// *redis.Client as a zero Batching does. A zero field takes its default.
 type Batching struct {
 	// MaxBatch is the most calls one pipeline carries: 128 by default, at
 	// most 1024.
@@ -153,11 +155,15 @@ const (
 	maxParallel     = 64
 )
 
-// WithBatching makes a [RedisStore] coalesce concurrent decisions of one
-// process into pipelined round trips: calls that arrive while a pipeline is
-// in flight share the next one, up to b.MaxBatch calls a pipeline and
-// b.Parallel pipelines in flight at once. A lone caller goes out at once,
-// so batching adds no wait of its own unless b.MaxWait asks for one.
+// WithBatching configures how a [RedisStore] coalesces concurrent
+// decisions of one process into pipelined round trips, which it does by
+// default over a *redis.Client as with a zero Batching ([WithoutBatching]
+// turns it off; over a Cluster or Ring client it is off unless asked
+// for, see [NewRedisStore]): calls
+// that arrive while a pipeline is in flight share the next one, up to
+// b.MaxBatch calls a pipeline and b.Parallel pipelines in flight at once.
+// A lone caller goes out at once, on its own goroutine, so batching adds
+// no wait of its own unless b.MaxWait asks for one.
 //
 // One-key GCRA calls of one limit that share a pipeline are decided by one
 // script call, in the order they queued, as if each had run alone at the
@@ -167,19 +173,22 @@ const (
 // Cluster or Ring client, only keys with one hash tag (one identity's keys)
 // do. Other calls go in the pipeline one command each.
 //
-// Use it when many goroutines decide at once (dozens or more in flight):
-// the same Redis then serves several times the decisions per second. With
-// few concurrent callers it gains little. The client must have a Pipeline
-// method (*redis.Client, *redis.ClusterClient and *redis.Ring do); a
-// Cluster pipeline is split by node. Commands answered NOSCRIPT are sent
-// again by EVAL. Call [RedisStore.Close] when done: it fails calls still
-// queued with [ErrClosed] and waits for pipelines in flight.
+// When many goroutines decide at once (dozens or more in flight), the
+// same Redis serves several times the decisions per second; a single
+// goroutine loses nothing measurable (docs/benchmarks.md). WithBatching
+// needs a client with a Pipeline method (*redis.Client,
+// *redis.ClusterClient and *redis.Ring have one). A Cluster pipeline is
+// split by node, and returns when every node answered. Commands answered NOSCRIPT are sent again by
+// EVAL. Call [RedisStore.Close] when done: it fails calls still queued
+// with [ErrClosed] and waits for pipelines in flight.
 func WithBatching(b Batching) Option {
 	return func(c *config) error {
 		if err := c.only("WithBatching", forRedis); err != nil {
 			return err
 		}
 		switch {
+		case c.noBatching:
+			return errors.New("ratekit: WithBatching with WithoutBatching")
 		case b.MaxBatch < 0 || b.MaxBatch > maxMaxBatch:
 			return fmt.Errorf("ratekit: WithBatching: MaxBatch %d (want 1 to %d, or 0 for %d)", b.MaxBatch, maxMaxBatch, defaultMaxBatch)
 		case b.Parallel < 0 || b.Parallel > maxParallel:
@@ -194,6 +203,24 @@ func WithBatching(b Batching) Option {
 			b.Parallel = defaultParallel
 		}
 		c.batching = &b
+		return nil
+	}
+}
+
+// WithoutBatching makes a [RedisStore] send each call as a command of its
+// own, on the caller's goroutine, instead of pipelining concurrent calls
+// ([WithBatching], the default). Each call then takes a pooled connection
+// of its own: use it to compare, or where a proxy in front of Redis
+// handles pipelines badly.
+func WithoutBatching() Option {
+	return func(c *config) error {
+		if err := c.only("WithoutBatching", forRedis); err != nil {
+			return err
+		}
+		if c.batching != nil {
+			return errors.New("ratekit: WithoutBatching with WithBatching")
+		}
+		c.noBatching = true
 		return nil
 	}
 }

@@ -58,6 +58,7 @@ func TestOptionsValidated(t *testing.T) {
 		wantIn string // a word of the error elsewhere
 	}{
 		{"WithBatching", core.WithBatching(core.Batching{}), "RedisStore", "WithBatching"},
+		{"WithoutBatching", core.WithoutBatching(), "RedisStore", "WithoutBatching"},
 		{"WithMaxKeys", core.WithMaxKeys(10), "MemoryStore", "WithMaxKeys"},
 		{"WithLeaseSize", core.WithLeaseSize(8), "LeasingStore", "WithLeaseSize"},
 		{"WithLeaseHold", core.WithLeaseHold(time.Second), "LeasingStore", "WithLeaseHold"},
@@ -100,6 +101,8 @@ func TestOptionsValidated(t *testing.T) {
 		{"negative breaker failures", build["Limiter"](core.WithBreaker(core.BreakerConfig{Failures: -1}))},
 		{"a fallback option for another store", build["Limiter"](core.WithFallbackOptions(core.WithBatching(core.Batching{})))},
 		{"a prefix with a brace", build["Limiter"](core.WithPrefix("a{b"))},
+		{"batching with and without", build["RedisStore"](core.WithBatching(core.Batching{}), core.WithoutBatching())},
+		{"batching without and with", build["RedisStore"](core.WithoutBatching(), core.WithBatching(core.Batching{}))},
 	} {
 		if bad.err == nil {
 			t.Errorf("%s accepted", bad.name)
@@ -113,6 +116,9 @@ func TestOptionsValidated(t *testing.T) {
 	}
 	if _, err := core.NewRedisStore(scripterOnly{client}, core.WithBatching(core.Batching{})); err == nil {
 		t.Error("batching accepted over a client without Pipeline")
+	}
+	if _, err := core.NewRedisStore(scripterOnly{client}); err != nil {
+		t.Errorf("the default refused a client without Pipeline: %v", err)
 	}
 }
 

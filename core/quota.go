@@ -104,7 +104,7 @@ func (l *Limiter) refund(ctx context.Context, r *RuleResult) error {
 		if l.replicas > 1 {
 			check[0].Limit = l.localLimit(r.Limit)
 		}
-		_, err := l.fallbackStore.RefundAllN(ctx, check, r.cost)
+		_, err := l.fallbackStore.RefundAllN(ctx, check, int(r.cost))
 		return err
 	}
 	qs, ok := l.store.(QuotaStore)
@@ -113,7 +113,7 @@ func (l *Limiter) refund(ctx context.Context, r *RuleResult) error {
 	}
 	l.denied.forget(r.key)
 	err := l.quotaCall(ctx, func(ctx context.Context) error {
-		_, err := qs.RefundAllN(ctx, check, r.cost)
+		_, err := qs.RefundAllN(ctx, check, int(r.cost))
 		return err
 	})
 	if err != nil && ctx.Err() == nil {

@@ -23,7 +23,7 @@ type RedisStore struct {
 	// its boxed arguments for the multi-key scripts.
 	limits  sync.Map // Limit → *limitScripts
 	nlimits atomic.Int32
-	batch   *batcher // nil unless WithBatching
+	batch   *batcher // nil under WithoutBatching or over a client without Pipeline
 
 	// cluster is client when it is a *redis.ClusterClient, else nil.
 	cluster *redis.ClusterClient
@@ -82,9 +82,17 @@ type processor interface {
 // Each distinct limit (up to 256 of them) gets a script of its own with the
 // limit compiled in, so a call sends only the key and the cost.
 //
-// NewRedisStore takes [WithBatching], and returns an error for a nil
-// client, for any other option, and for batching over a client without a
-// Pipeline method.
+// Over a *redis.Client (one server, or a Sentinel-watched master),
+// concurrent calls share pipelined round trips by default ([WithBatching]):
+// a call that finds nothing in flight goes out at once, so a lone caller
+// waits for nothing; [WithoutBatching] sends each call by itself. Over a
+// Cluster or Ring client batching is off unless WithBatching asks for it:
+// a pipeline there spans servers and returns when the slowest does, so a
+// failing master would hold up the calls of the healthy ones.
+//
+// NewRedisStore takes [WithBatching] and [WithoutBatching], and returns an
+// error for a nil client, for any other option, and for WithBatching over
+// a client without a Pipeline method.
 func NewRedisStore(client redis.Scripter, opts ...Option) (*RedisStore, error) {
 	if client == nil {
 		return nil, errors.New("ratekit: NewRedisStore: nil client")
@@ -96,15 +104,18 @@ func NewRedisStore(client redis.Scripter, opts ...Option) (*RedisStore, error) {
 	s := &RedisStore{client: client, born: time.Now()}
 	s.proc, _ = client.(processor)
 	s.cluster, _ = client.(*redis.ClusterClient)
-	if b := cfg.batching; b != nil {
+	// a plain client talks to one server (or one Sentinel-watched master),
+	// where a script may take keys of any slots; other clients shard by
+	// hash tag, so only keys sharing one may share a script
+	_, oneServer := client.(*redis.Client)
+	if b := cfg.batching; b != nil || oneServer && !cfg.noBatching {
 		p, ok := client.(pipeliner)
 		if !ok {
 			return nil, fmt.Errorf("ratekit: NewRedisStore: WithBatching needs a client with a Pipeline method, not %T", client)
 		}
-		// a plain client talks to one server (or one Sentinel-watched
-		// master), where a script may take keys of any slots; other clients
-		// shard by hash tag, so only keys sharing one may share a script
-		_, oneServer := client.(*redis.Client)
+		if b == nil {
+			b = &Batching{MaxBatch: defaultMaxBatch, Parallel: defaultParallel}
+		}
 		s.batch = newBatcher(p, s.proc, b.MaxBatch, b.Parallel, b.MaxWait, oneServer)
 	}
 	return s, nil

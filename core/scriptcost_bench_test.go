@@ -24,7 +24,7 @@ func BenchmarkRedisTime(b *testing.B) {
 	srv := redistest.StartServer(b)
 	client := srv.Client(b, func(o *redis.Options) { o.PoolSize = 128 })
 	ctx := context.Background()
-	plain := core.MustRedisStore(client)
+	plain := core.MustRedisStore(client, core.WithoutBatching())
 	batched := core.MustRedisStore(client, core.WithBatching(core.Batching{}))
 	b.Cleanup(func() { batched.Close() })
 	limit := core.PerSecond(1_000_000) // no call reaches it: every call writes

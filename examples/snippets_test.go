@@ -36,7 +36,11 @@ import (
 // net/http, with the quick start's setup.
 func Example_netHTTP() {
 	// snippet:setup
-	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  "localhost:6379",
+		ContextTimeoutEnabled: true, // the Limiter's deadline frees the connection: see core.WithTimeout
+		MaxRetries:            -1,   // no retry within a deadline of milliseconds
+	})
 	store, err := core.NewRedisStore(rdb)
 	if err != nil {
 		log.Fatal(err)

@@ -66,9 +66,9 @@ func ratekitContender(alg core.Algorithm, windowed, refills bool) contender {
 	return contender{
 		name: "ratekit " + alg.String(), module: "github.com/ratekit/ratekit",
 		algorithm: alg.String(), kind: kindRatekit, windowed: windowed, refills: refills,
-		setup: "`core.NewRedisStore(client)`; `store.AllowAllN(ctx, []core.Check{{Key: key, Limit: core.PerMinute(n).WithAlgorithm(core." + algConst[alg] + ")}}, 1)`",
+		setup: "`core.NewRedisStore(client, core.WithoutBatching())`; `store.AllowAllN(ctx, []core.Check{{Key: key, Limit: core.PerMinute(n).WithAlgorithm(core." + algConst[alg] + ")}}, 1)`",
 		open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
-			store, err := core.NewRedisStore(client)
+			store, err := core.NewRedisStore(client, core.WithoutBatching()) // one command a call: the script's own cost
 			if err != nil {
 				return nil, err
 			}
@@ -152,7 +152,7 @@ func contenders() []contender {
 		ratekitContender(core.SlidingWindowLog, false, false),
 		ratekitContender(core.SlidingWindowCounter, true, false),
 		ratekitStoreContender("ratekit gcra batching", "gcra, pipelined batching",
-			"`core.NewRedisStore(client, core.WithBatching(core.Batching{}))` (defaults: up to 128 calls a pipeline, 4 pipelines in flight)", 0,
+			"`core.NewRedisStore(client)`, batching by default (up to 128 calls a pipeline, 4 pipelines in flight)", 0,
 			func(client *redis.Client) (core.Store, error) {
 				return core.NewRedisStore(client, core.WithBatching(core.Batching{}))
 			}),

@@ -287,9 +287,10 @@ var notes = []string{
 		"example, so the first call for a key creates one (allocations in the first round on 100k keys).",
 	"ulule/limiter's window starts at a key's first hit (`INCRBY`, then `PEXPIRE` on the first), so " +
 		"it is a fixed window per key, not aligned to the clock; it counts denied calls too.",
-	"ratekit gcra batching is the default GCRA through `core.WithBatching`: calls that arrive while " +
-		"every pipeline slot is busy share the next pipeline. It only pays with many calls in flight; " +
-		"a lone caller goes out at once, as without it.",
+	"ratekit gcra batching is GCRA through `core.NewRedisStore(client)` as it ships, batching by " +
+		"default (the other ratekit rows are `core.WithoutBatching()`, one command a call): calls that " +
+		"arrive while every pipeline slot is busy share the next pipeline. It pays with many calls in " +
+		"flight; a lone caller goes out at once, as without it.",
 	"ratekit gcra leasing is the default GCRA through `core.NewLeasingStore`: a key that saw two or " +
 		"more decisions in the current or previous 100 ms takes up to 1/64 of the limit's capacity (at " +
 		"most 1024 units, and no more than its demand in those 100 ms) per Redis call and spends them " +

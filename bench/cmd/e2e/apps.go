@@ -245,7 +245,8 @@ func limitHeaderLines(p probe) []string {
 }
 
 // exampleArgs are the example apps' flags besides -addr: -metrics, so
-// that the run can count the app's decisions, and -batch if batch.
+// that the run can count the app's decisions, and -batch (the default)
+// if batch, else -batch=false.
 func exampleArgs(redisAddr string, o options, batch bool) []string {
 	args := []string{
 		"-redis", "redis://" + redisAddr,
@@ -257,9 +258,9 @@ func exampleArgs(redisAddr string, o options, batch bool) []string {
 		"-metrics",
 	}
 	if batch {
-		args = append(args, "-batch")
+		return append(args, "-batch")
 	}
-	return args
+	return append(args, "-batch=false")
 }
 
 // decisions returns how many decisions the example app has counted: the

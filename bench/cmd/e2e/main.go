@@ -1,6 +1,6 @@
 // Command e2e measures the example apps end to end: wrk against each
-// framework's example app (examples/<framework>) on a real Redis, as it
-// ships and with -batch, and against a baseline app of the same framework
+// framework's example app (examples/<framework>) on a real Redis, with
+// -batch=false and with -batch (as it ships), and against a baseline app of the same framework
 // whose GET / handler makes one bare script call per request instead
 // (bench/baseline/<framework>). It reports requests/s and latency of each,
 // and each example's ratio to the baseline, per framework.

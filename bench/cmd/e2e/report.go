@@ -112,9 +112,10 @@ func (rep *report) markdown() string {
 		p("%s", o.note)
 	}
 	p("")
-	p("Each example app (`examples/<framework>`, ratekit's middleware in front of `GET /`), as it ships")
-	p("and with `-batch` (`core.WithBatching`: the Redis calls of concurrent requests share pipelined")
-	p("round trips, and those of one limit one script call), against a")
+	p("Each example app (`examples/<framework>`, ratekit's middleware in front of `GET /`) with")
+	p("`-batch=false` (`example`: one Redis call per request) and with `-batch`, as it ships (`example -batch`:")
+	p("the Redis calls of concurrent requests share pipelined round trips, and those of one limit one")
+	p("script call), against a")
 	p("baseline app of the same framework (`bench/baseline/<framework>`): the same router set-up, routes")
 	p("and body, but its `GET /` handler makes one bare script call per request, `local c =")
 	p("redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return c` by `redis.NewScript(...).Run`,")

@@ -57,7 +57,7 @@ func TestParseEnvironment(t *testing.T) {
 	getenv := env(
 		"ADDR", ":9000", "LIMIT", "5", "STRICT_LIMIT", "1", "PERIOD", "10s",
 		"ALGORITHM", "sliding-log", "KEY", "jwt", "JWT_SECRET", "s3cret",
-		"TRUSTED_PROXIES", "10.0.0.0/8, 192.168.1.7", "FAIL", "closed", "METRICS", "1", "BATCH", "true",
+		"TRUSTED_PROXIES", "10.0.0.0/8, 192.168.1.7", "FAIL", "closed", "METRICS", "1", "BATCH", "false",
 		"REDIS_CLUSTER_ADDRS", "10.0.0.1:7000, 10.0.0.2:7000",
 		"OTEL", "1", "OTEL_INTERVAL", "30s",
 	)
@@ -79,7 +79,7 @@ func TestParseEnvironment(t *testing.T) {
 		{"TrustedProxies", fmt.Sprint(c.TrustedProxies), "[10.0.0.0/8 192.168.1.7/32]"},
 		{"Fail", c.Fail, core.FailClosed},
 		{"Metrics", c.Metrics, true},
-		{"Batch", c.Batch, true},
+		{"NoBatch (BATCH=false turns batching off)", c.NoBatch, true},
 		{"OTel", c.OTel, true},
 		{"OTelInterval", c.OTelInterval, 30 * time.Second},
 		{"RedisCluster", strings.Join(c.RedisCluster, " "), "10.0.0.1:7000 10.0.0.2:7000"},
@@ -483,10 +483,18 @@ func TestRunMetrics(t *testing.T) {
 	}
 }
 
-// TestRunBatch sends concurrent requests to an app with -batch: the
-// limit holds exactly, as without it.
+// TestRunBatch sends concurrent requests to an app with batching, the
+// default, and with -batch=false: the limit holds exactly either way.
 func TestRunBatch(t *testing.T) {
-	base, stop := run(t, "-batch", "-limit", "5")
+	for _, batch := range []string{"-batch", "-batch=false"} {
+		t.Run(batch, func(t *testing.T) { runConcurrentRequests(t, batch) })
+	}
+}
+
+// runConcurrentRequests sends 20 requests at once to an app run with arg
+// under a limit of 5.
+func runConcurrentRequests(t *testing.T, arg string) {
+	base, stop := run(t, arg, "-limit", "5")
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex

@@ -90,10 +90,11 @@ type Config struct {
 	// Addr: the Limiter's decisions, store calls and breaker (package
 	// promlimit), the Go runtime's and the process's.
 	Metrics bool
-	// Batch pipelines the Redis calls of concurrent requests
-	// ([core.WithBatching]): worth it when dozens of requests are in
-	// flight at once.
-	Batch bool
+	// NoBatch sends each Redis call by itself ([core.WithoutBatching],
+	// -batch=false) instead of pipelining the calls of concurrent
+	// requests, as [core.NewRedisStore] does by default over one server
+	// or a Sentinel master ([core.WithBatching]).
+	NoBatch bool
 	// Timeout is the deadline of each store call: the library's
 	// [core.DefaultTimeout] unless -timeout raises it.
 	Timeout time.Duration
@@ -178,6 +179,7 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	var (
 		c                                                  Config
 		redisCluster, redisSentinel, algorithm, trusted, f string
+		batch                                              bool
 	)
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -195,7 +197,7 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	fs.StringVar(&trusted, "trusted-proxies", "", "`CIDRs` of proxies whose X-Forwarded-For is believed, comma-separated")
 	fs.StringVar(&f, "fail", "local", "when Redis fails: local (count per replica), open (allow) or closed (deny with 503)")
 	fs.BoolVar(&c.Metrics, "metrics", false, "serve Prometheus metrics at /metrics on -addr, never limited")
-	fs.BoolVar(&c.Batch, "batch", false, "pipeline the Redis calls of concurrent requests (worth it with dozens in flight)")
+	fs.BoolVar(&batch, "batch", true, "pipeline the Redis calls of concurrent requests, the library's default; -batch=false sends each by itself")
 	fs.DurationVar(&c.Timeout, "timeout", core.DefaultTimeout, "the `deadline` of each Redis call, such as 50ms or 1s; past it the -fail policy decides")
 	fs.BoolVar(&c.OTel, "otel", false, "export OpenTelemetry metrics as JSON lines on stderr, every -otel-interval and when stopping")
 	fs.DurationVar(&c.OTelInterval, "otel-interval", DefaultOTelInterval, "the `interval` between two -otel exports")
@@ -236,6 +238,7 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 			}
 		}
 	}
+	c.NoBatch = !batch
 
 	// Validate, naming each setting by its flag and its variable.
 	switch {

@@ -95,8 +95,8 @@ func OpenBackend(c Config) (*Backend, error) {
 		}
 	}
 	var opts []core.Option
-	if c.Batch {
-		opts = append(opts, core.WithBatching(core.Batching{})) // the defaults
+	if c.NoBatch {
+		opts = append(opts, core.WithoutBatching()) // batching is the default
 	}
 	store, err := core.NewRedisStore(b.Client, opts...)
 	if err != nil {
