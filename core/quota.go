@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/ratekit/ratekit/internal/storekey"
 )
@@ -78,7 +79,7 @@ func (l *Limiter) Peek(ctx context.Context, rule Rule, identity string) (Result,
 func (l *Limiter) Refund(ctx context.Context, d Decision, rules ...string) error {
 	for i := range d.Results {
 		r := &d.Results[i]
-		if r.spent == spentNothing || (len(rules) > 0 && !contains(rules, r.Rule)) {
+		if r.spent == spentNothing || (len(rules) > 0 && !slices.Contains(rules, r.Rule)) {
 			continue
 		}
 		if err := l.refund(ctx, r); err != nil {
@@ -86,15 +87,6 @@ func (l *Limiter) Refund(ctx context.Context, d Decision, rules ...string) error
 		}
 	}
 	return nil
-}
-
-func contains(names []string, name string) bool {
-	for _, n := range names {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }
 
 // refund gives back what r spent, to the store that spent it.

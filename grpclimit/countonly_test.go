@@ -2,7 +2,6 @@ package grpclimit_test
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -38,21 +37,11 @@ func TestCountOnly(t *testing.T) {
 		t.Errorf("a call that would succeed, once failures spent the rule: %v, want ResourceExhausted", err)
 	}
 
-	var (
-		mu     sync.Mutex
-		counts = map[codes.Code]int{}
-		wg     sync.WaitGroup
-	)
-	for range 20 {
-		wg.Go(func() {
-			_, _, err := say(t, conn, wrongPassword, adaptertest.ClientHeader, "b")
-			mu.Lock()
-			counts[status.Code(err)]++
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	if counts[codes.Unauthenticated] != 3 || counts[codes.ResourceExhausted] != 17 {
+	counts := adaptertest.CountConcurrent(20, func() int {
+		_, _, err := say(t, conn, wrongPassword, adaptertest.ClientHeader, "b")
+		return int(status.Code(err))
+	})
+	if counts[int(codes.Unauthenticated)] != 3 || counts[int(codes.ResourceExhausted)] != 17 {
 		t.Errorf("20 concurrent failures: %v, want 3 Unauthenticated and 17 ResourceExhausted", counts)
 	}
 	if _, err := grpclimit.UnaryServerInterceptor(l, []core.Rule{rule}, grpclimit.WithCountOnly("login", nil)); err == nil {

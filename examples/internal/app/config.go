@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/storekey"
 	"github.com/ratekit/ratekit/keyfuncs"
 )
 
@@ -257,7 +258,7 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	case c.LoginLimit < 1:
 		return Config{}, usagef("-login-limit (LOGIN_LIMIT) is %d: want at least 1", c.LoginLimit)
 	}
-	if err := validPrefix(c.Prefix); err != nil {
+	if err := storekey.ValidateName("prefix", c.Prefix, true); err != nil {
 		return Config{}, usagef("-prefix (PREFIX) is %q: %v", c.Prefix, err)
 	}
 	c.LoginPassword = cmp.Or(getenv(LoginPasswordEnv), DefaultLoginPassword)
@@ -308,20 +309,6 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 		}
 	}
 	return c, nil
-}
-
-// validPrefix returns the error a Limiter would return for prefix.
-func validPrefix(prefix string) error {
-	store, err := core.NewMemoryStore()
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	l, err := core.NewLimiter(store, core.WithPrefix(prefix))
-	if err != nil {
-		return errors.Unwrap(err)
-	}
-	return l.Close()
 }
 
 // hostPorts splits list, comma-separated host:port addresses; a bad one is

@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/ratekit/ratekit/examples/internal/app"
+	"github.com/ratekit/ratekit/internal/adaptertest"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -49,20 +50,9 @@ func TestLogin(t *testing.T) {
 
 	// a client of its own: an X-Forwarded-For the app trusts from loopback
 	q := Start(t, []string{"-redis", srv.Addr(), "-trusted-proxies", "127.0.0.0/8"})
-	var (
-		mu     sync.Mutex
-		counts = map[int]int{}
-		wg     sync.WaitGroup
-	)
-	for range 20 {
-		wg.Go(func() {
-			r := Do(t, http.MethodPost, q.URL, app.LoginPath, app.PasswordHeader, "guess", "X-Forwarded-For", "203.0.113.9")
-			mu.Lock()
-			counts[r.Status]++
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	counts := adaptertest.CountConcurrent(20, func() int {
+		return Do(t, http.MethodPost, q.URL, app.LoginPath, app.PasswordHeader, "guess", "X-Forwarded-For", "203.0.113.9").Status
+	})
 	if got, want := fmt.Sprint(counts), "map[401:3 429:17]"; got != want {
 		t.Errorf("20 concurrent wrong passwords: %s, want %s", got, want)
 	}
