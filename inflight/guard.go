@@ -68,7 +68,9 @@ type Guard struct {
 // reads FailClosedStatus (503 by default) and NoIdentity (skip the rule by
 // default, or answer 401); the header style and draft do not apply, since
 // a concurrency limit writes no rate-limit fields. It returns an error for
-// a nil Limiter, an invalid rule or an invalid cfg.
+// a nil Limiter, an invalid rule or an invalid cfg, and one wrapping
+// [adapter.ErrOptionMismatch] for a cfg with Rules or CountOnly, which only
+// rate limits have.
 func NewGuard(l *Limiter, rule Rule, cfg adapter.Config) (*Guard, error) {
 	if l == nil {
 		return nil, errors.New("ratekit: inflight: NewGuard: nil Limiter")
@@ -84,6 +86,9 @@ func NewGuard(l *Limiter, rule Rule, cfg adapter.Config) (*Guard, error) {
 		return nil, fmt.Errorf("ratekit: inflight: fail-closed status %d is not a 4xx or 5xx status", cfg.FailClosedStatus)
 	case cfg.NoIdentity != adapter.NoIdentityNext && cfg.NoIdentity != adapter.NoIdentity401:
 		return nil, fmt.Errorf("ratekit: inflight: unknown no-identity policy %d", cfg.NoIdentity)
+	case cfg.Rules != nil || len(cfg.CountOnly) > 0:
+		// a concurrency limit has one rule and counts every request in flight
+		return nil, fmt.Errorf("ratekit: inflight: %w: WithRuleSet and WithCountOnly are for rate limits", adapter.ErrOptionMismatch)
 	}
 	return &Guard{
 		l: l, rule: rule, cfg: cfg,
