@@ -58,6 +58,16 @@ import (
 // Each result of a returned decision is told to the [Observer]s and, when
 // the logger is enabled at Debug, logged with its identity redacted.
 func (l *Limiter) Check(ctx context.Context, req Request, rules []Rule) (Decision, error) {
+	return l.CheckInto(ctx, req, rules, nil)
+}
+
+// CheckInto is [Limiter.Check] keeping the decision's Results in the array
+// behind results when it has room for them (results' length does not
+// matter, its capacity does); otherwise it allocates them, as Check does. A
+// caller that owns a buffer per request, as the adapters do, spares Check's
+// one allocation of its own. The returned decision's Results share that
+// array: the buffer must not be reused while the decision is in use.
+func (l *Limiter) CheckInto(ctx context.Context, req Request, rules []Rule, results []RuleResult) (Decision, error) {
 	var buf [8]planned
 	applied, groups, err := l.planRules(req, rules, buf[:0])
 	if err != nil {
@@ -68,7 +78,7 @@ func (l *Limiter) Check(ctx context.Context, req Request, rules []Rule) (Decisio
 	if len(p.rules) == 0 {
 		return d, nil
 	}
-	err = l.decideGroups(ctx, &p, &d)
+	err = l.decideGroups(ctx, &p, &d, results)
 	if err != nil && !errors.Is(err, ErrUnavailable) {
 		return Decision{}, err
 	}
@@ -147,9 +157,15 @@ func (l *Limiter) planRules(req Request, rules []Rule, plan []planned) (_ []plan
 // decideGroups decides p's groups in order into d, until one denies or
 // fails, and keeps in d.Results, and in p.rules, the rules of the groups
 // decided, in rule order. It returns the first error; an error that does
-// not wrap ErrUnavailable leaves d meaningless.
-func (l *Limiter) decideGroups(ctx context.Context, p *plan, d *Decision) error {
-	d.Results = make([]RuleResult, len(p.rules))
+// not wrap ErrUnavailable leaves d meaningless. d.Results takes the array
+// of results when it has room.
+func (l *Limiter) decideGroups(ctx context.Context, p *plan, d *Decision, results []RuleResult) error {
+	if cap(results) >= len(p.rules) {
+		d.Results = results[:len(p.rules)]
+		clear(d.Results)
+	} else {
+		d.Results = make([]RuleResult, len(p.rules))
+	}
 	var (
 		cbuf [8]Check
 		rbuf [8]Result

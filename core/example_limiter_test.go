@@ -101,3 +101,38 @@ func ExampleWithFailurePolicy() {
 	// unavailable: true
 	// retry after: 1s
 }
+
+// A caller that decides request after request can keep each decision's
+// results in a buffer of its own; here one buffer is reused, since each
+// decision is done with before the next.
+func ExampleLimiter_CheckInto() {
+	store, err := core.NewMemoryStore()
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	limiter, err := core.NewLimiter(store)
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+
+	rules := []core.Rule{{
+		Name:  "default",
+		Limit: core.PerMinute(2),
+		Key:   func(core.Request) (string, error) { return "user:42", nil },
+	}}
+	req := adapter.HTTPRequest(httptest.NewRequest("GET", "/", nil))
+	var buf [4]core.RuleResult
+	for i := 1; i <= 3; i++ {
+		d, err := limiter.CheckInto(context.Background(), req, rules, buf[:0])
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("request %d: allowed=%v remaining=%d\n", i, d.Allowed, d.Results[0].Remaining)
+	}
+	// Output:
+	// request 1: allowed=true remaining=1
+	// request 2: allowed=true remaining=0
+	// request 3: allowed=false remaining=0
+}

@@ -723,3 +723,53 @@ func (b *syncBuffer) Len() int {
 	defer b.mu.Unlock()
 	return b.buf.Len()
 }
+
+// CheckInto keeps the results in the caller's array when it has room, and
+// decides exactly as Check does either way.
+func TestCheckInto(t *testing.T) {
+	store, err := core.NewMemoryStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	l := newLimiter(t, store)
+	rules := []core.Rule{rule("a", core.PerMinute(10), "user:1"), rule("b", core.PerMinute(5), "user:2")}
+	ctx := requestCtx()
+	req := staticRequest{ctx}
+
+	var buf [2]core.RuleResult
+	buf[1].Rule = "stale" // what a reused buffer held must not show
+	d, err := l.CheckInto(ctx, req, rules, buf[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Results) != 2 || &d.Results[0] != &buf[0] {
+		t.Fatalf("results %+v not kept in the buffer", d.Results)
+	}
+	if d.Results[0].Rule != "a" || d.Results[1].Rule != "b" || d.Results[1].Remaining != 4 {
+		t.Errorf("results %+v, want a then b with 4 left", d.Results)
+	}
+
+	small := make([]core.RuleResult, 0, 1)
+	d, err = l.CheckInto(ctx, req, rules, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Results) != 2 || &d.Results[0] == &small[:1][0] {
+		t.Fatalf("results %+v: want two, in an array of their own", d.Results)
+	}
+	if d.Results[1].Remaining != 3 {
+		t.Errorf("second check left %d of b, want 3", d.Results[1].Remaining)
+	}
+	if got := testing.AllocsPerRun(100, func() {
+		if _, err := l.CheckInto(ctx, req, rules, buf[:0]); err != nil {
+			t.Fatal(err)
+		}
+	}); got > testing.AllocsPerRun(100, func() {
+		if _, err := l.Check(ctx, req, rules); err != nil {
+			t.Fatal(err)
+		}
+	})-1 {
+		t.Errorf("CheckInto with room allocates %v, not one fewer than Check", got)
+	}
+}

@@ -123,6 +123,9 @@ type Headers struct {
 	ends  [maxHeaders]int // where each value ends in the text
 	small [headerTextSize]byte
 	large []byte // the text, when it outgrew small
+	// spare, when not nil, is where SetHTTP puts the values, once: the
+	// middleware's memory for the request
+	spare *httpValues
 }
 
 // Len returns how many fields h holds.
@@ -213,8 +216,12 @@ func (h *Headers) SetHTTP(dst http.Header) {
 	var vals []string
 	if len(text) <= headerTextSize {
 		// One block holds the strings and their bytes, which nothing
-		// writes to once copied.
-		b := new(httpValues)
+		// writes to once copied: the spare one, used only once for that.
+		b := h.spare
+		if b == nil {
+			b = new(httpValues)
+		}
+		h.spare = nil
 		copy(b.text[:], text)
 		vals = b.vals[:h.n]
 		start := 0
@@ -258,7 +265,16 @@ func (h *Headers) Set(dst ResponseHeader) {
 		m := h.merge(dst.Get)
 		h = &m
 	}
-	all := string(h.text())
+	text := h.text()
+	var all string
+	if b := h.spare; b != nil && len(text) <= headerTextSize {
+		// the spare block, once, as SetHTTP uses it
+		h.spare = nil
+		n := copy(b.text[:], text)
+		all = unsafe.String(&b.text[0], n)
+	} else {
+		all = string(text)
+	}
 	start := 0
 	for i, end := range h.ends[:h.n] {
 		dst.Set(h.names[i], all[start:end])

@@ -76,10 +76,10 @@ type Config struct {
 // and from a framework's request and response to the adapter. It is safe
 // for concurrent use.
 type Middleware struct {
-	check      func(context.Context, core.Request, []core.Rule) (core.Decision, error) // the core.Limiter's Check; tests replace it
-	refund     func(context.Context, core.Decision, ...string) error                   // the core.Limiter's Refund
-	rules      []core.Rule                                                             // without cfg.Rules
-	view       atomic.Pointer[ruleView]                                                // with cfg.Rules
+	check      func(context.Context, core.Request, []core.Rule, []core.RuleResult) (core.Decision, error) // the core.Limiter's CheckInto; tests replace it
+	refund     func(context.Context, core.Decision, ...string) error                                      // the core.Limiter's Refund
+	rules      []core.Rule                                                                                // without cfg.Rules
+	view       atomic.Pointer[ruleView]                                                                   // with cfg.Rules
 	cfg        Config
 	limited    []byte // 429 body
 	never      []byte // 429 body when no wait helps
@@ -106,7 +106,7 @@ func New(l *core.Limiter, rules []core.Rule, cfg Config) (*Middleware, error) {
 	if cfg.FailClosedStatus == 0 {
 		cfg.FailClosedStatus = http.StatusServiceUnavailable
 	}
-	m := &Middleware{check: l.Check, refund: l.Refund, cfg: cfg}
+	m := &Middleware{check: l.CheckInto, refund: l.Refund, cfg: cfg}
 	if cfg.Rules != nil {
 		rules = cfg.Rules.Rules()
 	}
@@ -237,7 +237,15 @@ func (m *Middleware) Handle(req core.Request) Outcome {
 	if err != nil {
 		return Outcome{Status: http.StatusInternalServerError, Decision: core.Decision{Limiting: -1}, Err: err, Body: m.failed}
 	}
-	d, err := m.check(ctx, req, rules)
+	// One block per request holds what outlives Handle: the decision's
+	// results and the text of its header fields.
+	var sc *scratch
+	var results []core.RuleResult
+	if len(rules) > 0 {
+		sc = new(scratch)
+		results = sc.results[:0]
+	}
+	d, err := m.check(ctx, req, rules, results)
 	if err != nil && m.cfg.NoIdentity == NoIdentityNext {
 		var nie *noIdentityError
 		if errors.As(err, &nie) {
@@ -246,9 +254,9 @@ func (m *Middleware) Handle(req core.Request) Outcome {
 	}
 	switch {
 	case err == nil && d.Allowed:
-		return Outcome{Decision: d, Headers: NewHeaders(d, m.cfg.Headers, m.cfg.Draft)}
+		return Outcome{Decision: d, Headers: m.headers(d, sc)}
 	case err == nil:
-		o := Outcome{Status: http.StatusTooManyRequests, Decision: d, Headers: NewHeaders(d, m.cfg.Headers, m.cfg.Draft), Body: m.limited}
+		o := Outcome{Status: http.StatusTooManyRequests, Decision: d, Headers: m.headers(d, sc), Body: m.limited}
 		if lim, _ := d.LimitingResult(); lim.Never() {
 			o.Body = m.never
 		}
@@ -260,6 +268,28 @@ func (m *Middleware) Handle(req core.Request) Outcome {
 	default:
 		return Outcome{Status: http.StatusInternalServerError, Decision: d, Err: err, Body: m.failed}
 	}
+}
+
+// scratch is the memory of one request's decision that outlives
+// [Middleware.Handle]: its results, and the text of its header fields once
+// they are set on an [http.Header]. A request of at most scratchRules rules
+// whose fields fit it allocates nothing else for them.
+type scratch struct {
+	results [scratchRules]core.RuleResult
+	vals    httpValues
+}
+
+// scratchRules is how many rules' results a scratch holds.
+const scratchRules = 2
+
+// headers returns d's header fields, which [Headers.SetHTTP] sets from sc's
+// memory when sc is not nil.
+func (m *Middleware) headers(d core.Decision, sc *scratch) Headers {
+	h := NewHeaders(d, m.cfg.Headers, m.cfg.Draft)
+	if sc != nil {
+		h.spare = &sc.vals
+	}
+	return h
 }
 
 // Counting reports whether the middleware has rules that count only some
@@ -306,7 +336,7 @@ func (m *Middleware) checkIdentified(req core.Request, rules []core.Rule, nie *n
 		if len(rules) == 0 {
 			return core.Decision{Allowed: true, Limiting: -1}, nil
 		}
-		d, err := m.check(req.Context(), req, rules)
+		d, err := m.check(req.Context(), req, rules, nil)
 		if !errors.As(err, &nie) {
 			return d, err
 		}

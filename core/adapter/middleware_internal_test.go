@@ -89,7 +89,9 @@ func TestMiddlewareFailurePolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m.check = func(context.Context, core.Request, []core.Rule) (core.Decision, error) { return tt.d, tt.err }
+			m.check = func(context.Context, core.Request, []core.Rule, []core.RuleResult) (core.Decision, error) {
+				return tt.d, tt.err
+			}
 			out := m.Handle(HTTPRequest(httptest.NewRequest("GET", "/", nil)))
 			if got, want := out.Status, tt.wantStatus; got != want {
 				t.Fatalf("status %d, want %d", got, want)

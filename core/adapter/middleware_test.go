@@ -314,14 +314,53 @@ func TestMiddlewareHandleAllocs(t *testing.T) {
 		}
 		clock.Advance(time.Millisecond)
 	})
+	dst := make(http.Header, 8)
 	handle := testing.AllocsPerRun(200, func() {
-		if out := m.Handle(req); !out.Proceed() {
+		out := m.Handle(req)
+		if !out.Proceed() {
 			t.Fatal(out.Err)
 		}
+		clear(dst)
+		out.Headers.SetHTTP(dst)
 		clock.Advance(time.Millisecond)
 	})
-	t.Logf("Limiter.Check: %v allocs; Middleware.Handle: %v allocs", check, handle)
+	t.Logf("Limiter.Check: %v allocs; Middleware.Handle and SetHTTP: %v allocs", check, handle)
+	// One block per request holds the results and the fields' text: Check
+	// allocates the results, SetHTTP nothing more.
 	if handle > check {
-		t.Errorf("Handle allocates %v, more than Check's %v", handle, check)
+		t.Errorf("Handle and SetHTTP allocate %v, more than Check's %v", handle, check)
+	}
+	if dst.Get(adapter.HeaderLimit) != "1000000" {
+		t.Errorf("X-RateLimit-Limit %q after SetHTTP", dst.Get(adapter.HeaderLimit))
+	}
+}
+
+// Each request's header fields keep their values whatever later requests
+// write: the text lives in the request's own memory, used once.
+func TestMiddlewareHeadersOutliveNextRequest(t *testing.T) {
+	l, _ := adaptertest.NewLimiter(t)
+	rules := []core.Rule{{Name: "default", Limit: core.PerMinute(100), Key: adaptertest.ClientKey()}}
+	m, err := adapter.New(l, rules, adapter.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := clientRequest("a")
+	first := m.Handle(req)
+	h1, again := make(http.Header), make(http.Header)
+	first.Headers.SetHTTP(h1)
+	first.Headers.SetHTTP(again) // writing the fields twice gives the same values
+	second := m.Handle(req)
+	h2 := make(http.Header)
+	second.Headers.SetHTTP(h2)
+	for _, h := range []http.Header{h1, again} {
+		if got := h.Get(adapter.HeaderRemaining); got != "99" {
+			t.Errorf("first request's X-RateLimit-Remaining %q after the second, want 99", got)
+		}
+	}
+	if got := h2.Get(adapter.HeaderRemaining); got != "98" {
+		t.Errorf("second request's X-RateLimit-Remaining %q, want 98", got)
+	}
+	if r := first.Decision.Results; len(r) != 1 || r[0].Remaining != 99 {
+		t.Errorf("first decision's results %+v after the second request", r)
 	}
 }
