@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the end-to-end benchmark (bench/cmd/e2e): wrk against each example
-# app (as it ships and with -batch) on a redis-server of its own, and
+# app (as it ships, batching on, and with -batch=false) on a redis-server of its own, and
 # against a baseline app of the same framework that makes one bare script
 # call per request; every process on loopback, each stopped by its pid at
 # the end. It writes its results

@@ -84,9 +84,9 @@ func TestMarkdownIsOneSection(t *testing.T) {
 		t.Fatalf("the report is not exactly one section:\n%s", md)
 	}
 	for _, want := range []string{
-		"| gin | example | 900 | 1,000 | 0.90× (0.80–0.95) | yes |",
-		"| gin | example -batch | 1,200 | 1,000 | 1.20× (1.10–1.30) | yes |",
-		"| gin | 2 | example -batch | 1,100 | 1.00ms | 10.0ms | 11,000 | 1.000 | 0.100 |",
+		"| gin | as shipped | 1,200 | 1,000 | 1.20× (1.10–1.30) | 1.00ms / 10.0ms | 1.00ms / 10.0ms | yes |",
+		"| gin | -batch=false | 900 | 1,000 | 0.90× (0.80–0.95) | 1.00ms / 10.0ms | 1.00ms / 10.0ms | – |",
+		"| gin | 2 | as shipped | 1,100 | 1.00ms | 10.0ms | 11,000 | 1.000 | 0.100 |",
 		"| gin | 3 | baseline | 1,000 | 1.00ms | 10.0ms | 10,000 | – | 1.000 |",
 	} {
 		if !strings.Contains(md, want) {
@@ -96,6 +96,13 @@ func TestMarkdownIsOneSection(t *testing.T) {
 	s := rep.results[0].summary()
 	if s.exampleVs.ratio != 0.9 || s.batchedVs.ratio != 1.2 || s.example.callsPerRequest != 1 {
 		t.Errorf("summary = %+v", s)
+	}
+	if !meetsBar(s, 1.0) || meetsBar(s, 1.25) {
+		t.Errorf("meetsBar at 1.2× with an equal p99: want true at 1.0, false at 1.25")
+	}
+	s.batched.p99 = s.baseline.p99 + time.Microsecond
+	if meetsBar(s, 1.0) {
+		t.Errorf("meetsBar with a worse p99: want false")
 	}
 }
 

@@ -112,33 +112,36 @@ func (rep *report) markdown() string {
 		p("%s", o.note)
 	}
 	p("")
-	p("Each example app (`examples/<framework>`, ratekit's middleware in front of `GET /`) with")
-	p("`-batch=false` (`example`: one Redis call per request) and with `-batch`, as it ships (`example -batch`:")
-	p("the Redis calls of concurrent requests share pipelined round trips, and those of one limit one")
-	p("script call), against a")
+	p("Each example app (`examples/<framework>`, ratekit's middleware in front of `GET /`) as it ships")
+	p("(`as shipped`: batching on, so the Redis calls of concurrent requests share pipelined round trips,")
+	p("and those of one limit one script call) and with `-batch=false` (one Redis call per request), against a")
 	p("baseline app of the same framework (`bench/baseline/<framework>`): the same router set-up, routes")
 	p("and body, but its `GET /` handler makes one bare script call per request, `local c =")
 	p("redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return c` by `redis.NewScript(...).Run`,")
 	p("keyed by the client's IP, through a go-redis client configured as the example apps' (URL defaults,")
-	p("`ContextTimeoutEnabled`, `MaxRetries: -1`, `DialerRetries: 1`). The issue's bar: the example app's")
-	p("requests/s at least **%.1f×** its baseline's.", o.minRatio)
+	p("`ContextTimeoutEnabled`, `MaxRetries: -1`, `DialerRetries: 1`). The bar, for the app as it ships:")
+	p("requests/s at least **%.1f×** its baseline's, and a p99 latency no worse than the baseline's.", o.minRatio)
 	p("")
-	p("| framework | app | req/s | baseline req/s | ÷ baseline | ≥ %.1f× | p50 / p99 | baseline p50 / p99 |", o.minRatio)
-	p("|---|---|---:|---:|---:|:---:|---:|---:|")
+	p("| framework | app | req/s | baseline req/s | ÷ baseline | p50 / p99 | baseline p50 / p99 | meets the bar |")
+	p("|---|---|---:|---:|---:|---:|---:|:---:|")
 	for _, r := range rep.results {
 		s := r.summary()
 		for _, x := range []struct {
-			name string
-			app  appSummary
-			vs   ratioSummary
-		}{{"example", s.example, s.exampleVs}, {"example -batch", s.batched, s.batchedVs}} {
-			ok := "yes"
-			if x.vs.ratio < o.minRatio {
-				ok = "**no**"
+			name    string
+			app     appSummary
+			vs      ratioSummary
+			shipped bool
+		}{{shippedName, s.batched, s.batchedVs, true}, {unbatchedName, s.example, s.exampleVs, false}} {
+			ok := "–" // the bar is the shipped app's
+			if x.shipped {
+				ok = "yes"
+				if !meetsBar(s, o.minRatio) {
+					ok = "**no**"
+				}
 			}
-			p("| %s | %s | %s | %s | %.2f× (%.2f–%.2f) | %s | %s / %s | %s / %s |", r.fw, x.name,
-				figures.Thousands(x.app.perSecond), figures.Thousands(s.baseline.perSecond), x.vs.ratio, x.vs.low, x.vs.high, ok,
-				figures.Dur(x.app.p50), figures.Dur(x.app.p99), figures.Dur(s.baseline.p50), figures.Dur(s.baseline.p99))
+			p("| %s | %s | %s | %s | %.2f× (%.2f–%.2f) | %s / %s | %s / %s | %s |", r.fw, x.name,
+				figures.Thousands(x.app.perSecond), figures.Thousands(s.baseline.perSecond), x.vs.ratio, x.vs.low, x.vs.high,
+				figures.Dur(x.app.p50), figures.Dur(x.app.p99), figures.Dur(s.baseline.p50), figures.Dur(s.baseline.p99), ok)
 		}
 	}
 	p("")
@@ -161,7 +164,7 @@ func (rep *report) markdown() string {
 		for _, x := range []struct {
 			name string
 			s    appSummary
-		}{{"example", s.example}, {"example -batch", s.batched}, {"baseline", s.baseline}} {
+		}{{shippedName, s.batched}, {unbatchedName, s.example}, {"baseline", s.baseline}} {
 			p("| %s | %s | %s | %s | %s | %s | %s |", r.fw, x.name, micros(x.s.appCPU), micros(x.s.redisCPU), micros(x.s.wrkCPU),
 				micros(x.s.appCPU+x.s.redisCPU+x.s.wrkCPU), micros(x.s.scriptCall))
 		}
@@ -178,18 +181,18 @@ func (rep *report) markdown() string {
 	p("  503 that wrk counts, instead of a local decision.")
 	p("- Load: `wrk -t%d -c%d -d%v --latency --timeout %v` on `GET /`, from one client address", o.wrk.threads, o.wrk.connections, o.duration, o.wrk.timeout)
 	p("  (127.0.0.1), so every request of a run decides the same key: ratekit's hot-key case.")
-	p("- Example apps also get `-metrics`, so that each run can count their decisions, and the batched")
-	p("  one `-batch`.")
+	p("- Example apps also get `-metrics`, so that each run can count their decisions, and the one")
+	p("  as shipped `-batch` (its default, spelled out), the other `-batch=false`.")
 	p("- Per framework: the three apps started, a %v warm-up run of each (not reported), then %d rounds", o.warmup, o.rounds)
-	p("  in which each app runs once, the order rotating (example, with -batch, baseline in round 1; with")
-	p("  -batch, baseline, example in round 2; and so on). The frameworks are measured one after the other.")
+	p("  in which each app runs once, the order rotating (-batch=false, as shipped, baseline in round 1;")
+	p("  as shipped, baseline, -batch=false in round 2; and so on). The frameworks are measured one after the other.")
 	p("- Checks, which stop the program when they fail: one `GET /` on each app before the runs answers")
 	p("  200 with the same body, the example app's with every rate-limit header (`X-RateLimit-Limit:")
 	p("  %d`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`, `RateLimit-Policy`, `RateLimit`)", exampleLimit)
 	p("  and the baseline's with none; in every run, wrk counts no non-2xx answer and no socket error;")
 	p("  each example app counted one decision per request (`ratekit_decisions_total` on its `/metrics`),")
 	p("  and Redis served one script call (EVALSHA or EVAL, from `INFO commandstats`) per request for the")
-	p("  example app and the baseline, at most one for the batched app; within 0.99 to 1.05 (a few more")
+	p("  example app with -batch=false and the baseline, at most one for the app as shipped; within 0.99 to 1.05 (a few more")
 	p("  belong to requests wrk cut off at the end of a run).")
 	p("")
 	if len(rep.results) > 0 {
@@ -218,7 +221,7 @@ func (rep *report) markdown() string {
 				name string
 				runs []run
 				vs   []float64
-			}{{"example", r.example, s.exampleVs.ratios}, {"example -batch", r.batched, s.batchedVs.ratios}, {"baseline", r.baseline, nil}} {
+			}{{shippedName, r.batched, s.batchedVs.ratios}, {unbatchedName, r.example, s.exampleVs.ratios}, {"baseline", r.baseline, nil}} {
 				if i >= len(x.runs) {
 					continue
 				}
@@ -251,4 +254,17 @@ func cpuModel() string {
 		}
 	}
 	return ""
+}
+
+// The rows of the example app: as it ships (batching on) and with
+// -batch=false.
+const (
+	shippedName   = "as shipped"
+	unbatchedName = "-batch=false"
+)
+
+// meetsBar reports whether the example app as it ships serves at least
+// minRatio times its baseline's requests/s with a p99 no worse.
+func meetsBar(s frameworkSummary, minRatio float64) bool {
+	return s.batchedVs.ratio >= minRatio && s.batched.p99 <= s.baseline.p99
 }
