@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -57,7 +58,7 @@ func TestParseEnvironment(t *testing.T) {
 	getenv := env(
 		"ADDR", ":9000", "LIMIT", "5", "STRICT_LIMIT", "1", "PERIOD", "10s",
 		"ALGORITHM", "sliding-log", "KEY", "jwt", "JWT_SECRET", "s3cret",
-		"TRUSTED_PROXIES", "10.0.0.0/8, 192.168.1.7", "FAIL", "closed", "METRICS", "1", "BATCH", "false",
+		"TRUSTED_PROXIES", "10.0.0.0/8, 192.168.1.7", "FAIL", "closed", "METRICS", "1", "BATCH", "false", "LEASE", "true",
 		"REDIS_CLUSTER_ADDRS", "10.0.0.1:7000, 10.0.0.2:7000",
 		"OTEL", "1", "OTEL_INTERVAL", "30s",
 	)
@@ -80,6 +81,7 @@ func TestParseEnvironment(t *testing.T) {
 		{"Fail", c.Fail, core.FailClosed},
 		{"Metrics", c.Metrics, true},
 		{"NoBatch (BATCH=false turns batching off)", c.NoBatch, true},
+		{"Lease", c.Lease, true},
 		{"OTel", c.OTel, true},
 		{"OTelInterval", c.OTelInterval, 30 * time.Second},
 		{"RedisCluster", strings.Join(c.RedisCluster, " "), "10.0.0.1:7000 10.0.0.2:7000"},
@@ -422,6 +424,37 @@ func TestRunPausedRedis(t *testing.T) {
 	}
 }
 
+// TestRunLease runs an app with -lease beside one without, on one Redis:
+// the leasing app's 200 requests in a row make their key hot, so it takes
+// leases of several units at once, which the other app sees spent beyond
+// the 200 (under 64000 a day nothing measurable refills meanwhile).
+func TestRunLease(t *testing.T) {
+	srv := redistest.StartServer(t)
+	args := []string{"-redis", "redis://" + srv.Addr(), "-limit", "64000", "-period", "24h"}
+	leasing, stopLeasing := run(t, append(args, "-lease")...)
+	defer stopLeasing()
+	plain, stopPlain := run(t, args...)
+	defer stopPlain()
+	const requests = 200
+	for range requests {
+		if resp := get(t, leasing+"/"); resp.StatusCode != 200 {
+			t.Fatalf("GET / of the leasing app: status %d", resp.StatusCode)
+		}
+	}
+	resp := get(t, plain+"/")
+	remaining, err := strconv.Atoi(resp.Header.Get("X-RateLimit-Remaining"))
+	// without leases: 64000 − 200 − 1 exactly
+	if err != nil || remaining >= 64000-requests-1 || remaining < 64000-requests-1-1024 {
+		t.Errorf("the other app's X-RateLimit-Remaining %q after %d leasing requests, want below %d and at most a lease (1000) below it",
+			resp.Header.Get("X-RateLimit-Remaining"), requests, 64000-requests-1)
+	}
+	for _, stop := range []func() (int, string){stopLeasing, stopPlain} {
+		if code, log := stop(); code != 0 {
+			t.Errorf("exit status %d, want 0:\n%s", code, log)
+		}
+	}
+}
+
 // TestRunSentinel runs the app with -redis-sentinel: it finds the master
 // through the Sentinels and decides there.
 func TestRunSentinel(t *testing.T) {
@@ -484,9 +517,11 @@ func TestRunMetrics(t *testing.T) {
 }
 
 // TestRunBatch sends concurrent requests to an app with batching, the
-// default, and with -batch=false: the limit holds exactly either way.
+// default, with -batch=false and with -lease: the limit holds exactly each
+// way (under 5 a minute, a lease is one unit, so leasing overshoots by
+// nothing).
 func TestRunBatch(t *testing.T) {
-	for _, batch := range []string{"-batch", "-batch=false"} {
+	for _, batch := range []string{"-batch", "-batch=false", "-lease"} {
 		t.Run(batch, func(t *testing.T) { runConcurrentRequests(t, batch) })
 	}
 }

@@ -96,6 +96,12 @@ type Config struct {
 	// requests, as [core.NewRedisStore] does by default over one server
 	// or a Sentinel master ([core.WithBatching]).
 	NoBatch bool
+	// Lease serves hot keys from leases of their limits' units
+	// ([core.NewLeasingStore], -lease): most of a hot key's requests then
+	// cost no round trip, at the price of a bounded overshoot, up to the
+	// lease size less one per replica. Off by default: without it every
+	// limit is exact across replicas.
+	Lease bool
 	// Timeout is the deadline of each store call: the library's
 	// [core.DefaultTimeout] unless -timeout raises it.
 	Timeout time.Duration
@@ -155,6 +161,7 @@ var EnvVars = []struct{ Flag, Env string }{
 	{"fail", "FAIL"},
 	{"metrics", "METRICS"},
 	{"batch", "BATCH"},
+	{"lease", "LEASE"},
 	{"timeout", "TIMEOUT"},
 	{"otel", "OTEL"},
 	{"otel-interval", "OTEL_INTERVAL"},
@@ -199,6 +206,7 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	fs.StringVar(&f, "fail", "local", "when Redis fails: local (count per replica), open (allow) or closed (deny with 503)")
 	fs.BoolVar(&c.Metrics, "metrics", false, "serve Prometheus metrics at /metrics on -addr, never limited")
 	fs.BoolVar(&batch, "batch", true, "pipeline the Redis calls of concurrent requests, the library's default; -batch=false sends each by itself")
+	fs.BoolVar(&c.Lease, "lease", false, "serve hot keys from leases of their limits' units: fewer round trips, an overshoot of up to the lease size less one per replica")
 	fs.DurationVar(&c.Timeout, "timeout", core.DefaultTimeout, "the `deadline` of each Redis call, such as 50ms or 1s; past it the -fail policy decides")
 	fs.BoolVar(&c.OTel, "otel", false, "export OpenTelemetry metrics as JSON lines on stderr, every -otel-interval and when stopping")
 	fs.DurationVar(&c.OTelInterval, "otel-interval", DefaultOTelInterval, "the `interval` between two -otel exports")

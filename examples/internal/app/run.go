@@ -131,7 +131,16 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 		defer otel.shutdown(log)
 		opts = append(opts, core.WithObserver(otel.observer))
 	}
-	limiter, err := core.NewLimiter(backend.Store, opts...)
+	var store core.Store = backend.Store
+	if cfg.Lease {
+		leasing, err := core.NewLeasingStore(backend.Store)
+		if err != nil {
+			return fail("cannot create the leasing store", err)
+		}
+		defer leasing.Close() // after the Limiter: deferred calls run last first
+		store = leasing
+	}
+	limiter, err := core.NewLimiter(store, opts...)
 	if err != nil {
 		return fail("cannot create the limiter", err)
 	}
