@@ -22,6 +22,21 @@ func procCPU(pid int) (cpu time.Duration, ok bool) {
 	return parseProcStat(string(b))
 }
 
+// cpuModel returns the model name of the first CPU in /proc/cpuinfo, or
+// "".
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
 // parseProcStat reads utime and stime (fields 14 and 15, in clock ticks)
 // from the text of /proc/<pid>/stat. The command name, field 2, is in
 // parentheses and may hold spaces, so fields are counted after its closing

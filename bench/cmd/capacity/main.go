@@ -110,11 +110,21 @@ func run(ctx context.Context, o options) (err error) {
 	client := newClient(srv.Addr)
 	defer client.Close()
 	rep.redisVersion = redisproc.Version(ctx, client)
+	rep.ioThreads = ioThreads(ctx, client)
 	if rep.rows, err = measure(ctx, client, srv.Pid(), o); err != nil {
 		return err
 	}
 	rep.finished = time.Now()
 	return writeReport(o.out, rep)
+}
+
+// ioThreads returns the server's io-threads setting, or "unknown".
+func ioThreads(ctx context.Context, client *redis.Client) string {
+	v, err := client.ConfigGet(ctx, "io-threads").Result()
+	if err != nil || v["io-threads"] == "" {
+		return "unknown"
+	}
+	return v["io-threads"]
 }
 
 // newClient builds the client as README.md's quick start does, with a

@@ -55,6 +55,14 @@ func TestHotKeyAndLeaseCaps(t *testing.T) {
 	}
 }
 
+func TestSig3(t *testing.T) {
+	for x, want := range map[float64]string{89_575_635: "89,600,000", 87_336: "87,300", 571_428.6: "571,000", 999.6: "1,000", 12.34: "12", 0: "0"} {
+		if got := sig3(x); got != want {
+			t.Errorf("sig3(%v) = %q, want %q", x, got, want)
+		}
+	}
+}
+
 func TestMbits(t *testing.T) {
 	// 100 bytes a decision at 1M/s is 800 Mbit/s
 	if got := mbits(100, 1e6); got != 800 {
@@ -173,5 +181,29 @@ func TestQuickOptions(t *testing.T) {
 	}
 	if limitFor(core.SlidingWindowLog).Rate != core.MaxLogRate || limitFor(core.GCRA).Rate != benchRate {
 		t.Error("limits are not the benchmark's")
+	}
+}
+
+// A leased hot key's CPU time below the clock tick is said to be so, not
+// planned from.
+func TestReportLeasedCPUBelowTheTick(t *testing.T) {
+	rows := fakeRows()
+	hot := -1
+	for i, r := range rows {
+		if r.c == (runCase{core.GCRA, leasing, keyCase{"hot", 1}}) {
+			hot = i
+		}
+	}
+	rows[hot].samples[0].server.cpu = 0
+	rep := &report{opts: defaultOptions(), rows: rows}
+	var b bytes.Buffer
+	if err := rep.write(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "stayed within one clock tick\n  of 10ms, under 0.1000 µs per decision"; !strings.Contains(b.String(), want) {
+		t.Errorf("report lacks %q", want)
+	}
+	if strings.Contains(b.String(), "- measured directly: 0.") {
+		t.Error("report plans from a CPU time of zero")
 	}
 }

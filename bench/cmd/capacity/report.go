@@ -27,6 +27,7 @@ type report struct {
 	opts              options
 	started, finished time.Time
 	redisVersion      string
+	ioThreads         string // the server's io-threads setting
 	rows              []row
 }
 
@@ -86,8 +87,12 @@ func (r *report) method(p *printer) {
 	o := r.opts
 	p.f(sections[0])
 	p.f("")
-	p.f("- Machine: %d CPUs (%s/%s), redis-server %s on loopback, started by the program with no", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, r.redisVersion)
-	p.f("  persistence. The client and Redis share these CPUs, so Redis's CPU figures are upper bounds of")
+	model := ""
+	if m := cpuModel(); m != "" {
+		model = ", " + m
+	}
+	p.f("- Machine: %d CPUs (%s/%s%s), redis-server %s on loopback (io-threads %s), started by the", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, model, r.redisVersion, r.ioThreads)
+	p.f("  program with no persistence. The client and Redis share these CPUs, so Redis's CPU figures are upper bounds of")
 	p.f("  what a dedicated master spends (it competes for caches and cores with the load generator).")
 	if o.note != "" {
 		p.f("- Note: %s", o.note)
@@ -155,10 +160,11 @@ func (r *report) commands(p *printer) {
 	p.f(sections[2])
 	p.f("")
 	p.f("Every command Redis ran during each row's runs, over all rounds together: calls per decision and")
-	p.f("µs per call. The script commands come first; the rest are the commands the scripts call, whose")
-	p.f("time is already inside the script's, so they are not added to it.")
+	p.f("µs per call. The script commands come first; the others are the commands the scripts call, whose")
+	p.f("time is already inside the script's, so they are not added to it, and any connection set-up")
+	p.f("(HELLO) of a connection the pool dialed during the run.")
 	p.f("")
-	p.f("| row | case | script commands | commands the scripts call |")
+	p.f("| row | case | script commands | other commands |")
 	p.f("|---|---|---|---|")
 	for i, row := range r.rows {
 		var decisions int64

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/ratekit/ratekit/bench/internal/figures"
 	"github.com/ratekit/ratekit/core"
@@ -72,7 +74,7 @@ func (r *report) hotKey(p *printer) {
 		cell := "n/a (no CPU figure)"
 		if us, ok := r.cpuOf(i); ok {
 			c, _ := perSecond(us)
-			cell = fmt.Sprintf("1 ÷ %.2f µs = **%s/s**", us, figures.Thousands(c))
+			cell = fmt.Sprintf("1 ÷ %.2f µs = **%s/s**", us, sig3(c))
 		}
 		if row.c.alg == core.SlidingWindowLog {
 			cell += fmt.Sprintf(" (its own limit caps it at %s/s)", figures.Thousands(core.MaxLogRate))
@@ -102,16 +104,12 @@ func (r *report) leasingCap(p *printer) {
 		perCall := uus / urow.stat(sample.scriptCalls).med
 		if c, ok := leasedCap(perCall, calls); ok {
 			p.f("- lifted cap: %.2f µs per call (%s: %.2f µs ÷ %.4f calls per decision) × %.5f calls per decision (%s)", perCall, id(ui), uus, urow.stat(sample.scriptCalls).med, calls, id(li))
-			p.f("  = %.4f µs per decision → 1 ÷ %.4f µs = **%s decisions/s** of Redis's side, against %s unleased (%s).", c.usPerDecision, c.usPerDecision, figures.Thousands(c.cap), capOf(uus), id(ui))
+			p.f("  = %.4f µs per decision → 1 ÷ %.4f µs = **%s decisions/s** of Redis's side, against %s unleased (%s).", c.usPerDecision, c.usPerDecision, sig3(c.cap), capOf(uus), id(ui))
 		} else {
 			p.f("- lifted cap: n/a (the leasing run made no lease call to count)")
 		}
 	}
-	if lus, ok := r.cpuOf(li); ok {
-		c, _ := perSecond(lus)
-		p.f("- measured directly: %.4f µs of process CPU per decision (%s) → 1 ÷ %.4f µs = %s/s; at this run's", lus, id(li), lus, figures.Thousands(c))
-		p.f("  few script calls this is mostly the clock tick and background work, so the derived cap above is the one to plan with.")
-	}
+	r.leasedCPU(p, li)
 	p.f("- past it, the replicas' own CPU bounds a leased key: each spends leased units in its own process,")
 	p.f("  so the key's total grows with the replicas, up to the lifted cap.")
 	over := overshoot(size, r.opts.replicas)
@@ -123,7 +121,39 @@ func (r *report) leasingCap(p *printer) {
 	p.f("")
 }
 
+// leasedCPU states the process CPU measured on the leased hot key (row
+// li), which the clock tick makes coarse: the derived cap is the one to
+// plan with.
+func (r *report) leasedCPU(p *printer, li int) {
+	row := r.rows[li]
+	if !row.cpuOK() {
+		return
+	}
+	if lus, ok := r.cpuOf(li); ok {
+		c, _ := perSecond(lus)
+		p.f("- measured directly: %.4f µs of process CPU per decision (%s) → 1 ÷ %.4f µs = %s/s; with so few", lus, id(li), lus, sig3(c))
+		p.f("  script calls a run this is mostly clock ticks and the server's background work: plan with the derived cap.")
+		return
+	}
+	n := row.stat(func(s sample) float64 { return float64(s.load.decisions) }).med
+	if n == 0 {
+		return
+	}
+	p.f("- measured directly: the server's CPU time over the run (%s, %s decisions) stayed within one clock tick", id(li), figures.Thousands(n))
+	p.f("  of %v, under %.4f µs per decision: too coarse to plan with, so the derived cap is the one to use.", cpuTick, float64(cpuTick/time.Microsecond)/n)
+}
+
 func capOf(us float64) string {
 	c, _ := perSecond(us)
-	return figures.Thousands(c) + "/s"
+	return sig3(c) + "/s"
+}
+
+// sig3 rounds x to three significant digits and groups them by thousands:
+// 89,575,635 is "89,600,000".
+func sig3(x float64) string {
+	if x <= 0 {
+		return figures.Thousands(x)
+	}
+	scale := math.Pow(10, math.Floor(math.Log10(x))-2)
+	return figures.Thousands(math.Round(x/scale) * scale)
 }
