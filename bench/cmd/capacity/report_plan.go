@@ -110,8 +110,9 @@ func (r *report) leasingCap(p *printer) {
 		}
 	}
 	r.leasedCPU(p, li)
-	p.f("- past it, the replicas' own CPU bounds a leased key: each spends leased units in its own process,")
-	p.f("  so the key's total grows with the replicas, up to the lifted cap.")
+	p.f("- long before that, the replicas' own CPU bounds a leased key: each decision is made in a replica's")
+	p.f("  own process (this one made %s decisions/s on the key, %s, sharing its CPUs with Redis), so the", sig3(lrow.stat(sample.rate).med), id(li))
+	p.f("  key's total grows with the replicas until it meets the lifted cap.")
 	over := overshoot(size, r.opts.replicas)
 	p.f("- the price, from core/lease.go's bound (limit + (LeaseSize − 1) × replicas per window): with %d", r.opts.replicas)
 	p.f("  replicas, (%d − 1) × %d = %s units over the limit per window; here that is %.3f%% of %s per minute.",
