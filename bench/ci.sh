@@ -22,3 +22,4 @@ echo "--- bench: go test"
 go test -count=1 ./...
 echo "--- bench: quick comparison (no timings asserted)"
 go run ./cmd/compare -quick -out /dev/null
+go run ./cmd/capacity -quick -out /dev/null

@@ -1,0 +1,26 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+func TestParseProcStat(t *testing.T) {
+	stat := "4242 (redis server) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 37 0 0 20 0 9 0 123 456 789\n"
+	cpu, ok := parseProcStat(stat)
+	if !ok || cpu != 2870*time.Millisecond {
+		t.Errorf("parseProcStat = %v, %v; want 2.87s", cpu, ok)
+	}
+	if _, ok := parseProcStat("garbage"); ok {
+		t.Error("parsed garbage")
+	}
+	if _, ok := parseProcStat("1 (x) S 1 2 3"); ok {
+		t.Error("parsed a short stat line")
+	}
+	if _, ok := procCPU(os.Getpid()); !ok {
+		t.Error("cannot read this process's CPU time")
+	}
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/bench/internal/figures"
+	"github.com/ratekit/ratekit/core"
+)
+
+// sample is one run of one case: what the client counted and what the
+// server spent.
+type sample struct {
+	load      loadResult
+	server    snapshot // the server's side of the run (see during)
+	leaseSize int      // units a lease takes; 0 when not leasing
+}
+
+// perDecision divides x by the run's decisions.
+func (s sample) perDecision(x float64) float64 {
+	if s.load.decisions == 0 {
+		return 0
+	}
+	return x / float64(s.load.decisions)
+}
+
+// The per-decision figures of a sample.
+func (s sample) cpuUS() float64 {
+	return s.perDecision(float64(s.server.cpu) / float64(time.Microsecond))
+}
+func (s sample) scriptUS() float64    { return s.perDecision(float64(s.server.scriptStats().usec)) }
+func (s sample) scriptCalls() float64 { return s.perDecision(float64(s.server.scriptStats().calls)) }
+func (s sample) processed() float64   { return s.perDecision(float64(s.server.processed)) }
+func (s sample) bytesIn() float64     { return s.perDecision(float64(s.server.netIn)) }
+func (s sample) bytesOut() float64    { return s.perDecision(float64(s.server.netOut)) }
+func (s sample) rate() float64 {
+	return float64(s.load.decisions) / s.load.elapsed.Seconds()
+}
+func (s sample) deniedShare() float64 { return s.perDecision(float64(s.load.denied)) }
+
+// row is one case's samples, one a round.
+type row struct {
+	c       runCase
+	samples []sample
+}
+
+// stat is the median of a figure over a row's samples, and its range.
+type stat struct{ med, lo, hi float64 }
+
+func (r row) stat(f func(sample) float64) stat {
+	if len(r.samples) == 0 {
+		return stat{}
+	}
+	xs := make([]float64, len(r.samples))
+	for i, s := range r.samples {
+		xs[i] = f(s)
+	}
+	med := figures.Median(xs) // sorts xs
+	return stat{med: med, lo: xs[0], hi: xs[len(xs)-1]}
+}
+
+// cpuOK reports whether every sample read the server's CPU time.
+func (r row) cpuOK() bool {
+	for _, s := range r.samples {
+		if !s.server.cpuOK {
+			return false
+		}
+	}
+	return len(r.samples) > 0
+}
+
+// measure runs every case once a round and returns a row per case.
+func measure(ctx context.Context, client *redis.Client, pid int, o options) ([]row, error) {
+	cs := cases(o.manyKeys)
+	rows := make([]row, len(cs))
+	keys := map[keyCase]map[core.Algorithm][]string{}
+	for i, c := range cs {
+		rows[i].c = c
+		if keys[c.keys] == nil {
+			keys[c.keys] = map[core.Algorithm][]string{}
+		}
+		if keys[c.keys][c.alg] == nil {
+			keys[c.keys][c.alg] = keysFor(c.alg, c.keys)
+		}
+	}
+	for round := range o.rounds {
+		for i, c := range cs {
+			s, err := measureOne(ctx, client, pid, c, keys[c.keys][c.alg], o)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", c, err)
+			}
+			rows[i].samples = append(rows[i].samples, s)
+			progress("round %d/%d %-34s %9.0f decisions/s, %6.2f µs CPU, %.4f script calls a decision",
+				round+1, o.rounds, c, s.rate(), s.cpuUS(), s.scriptCalls())
+		}
+	}
+	return rows, nil
+}
+
+// measureOne runs one case: a warm-up that loads the scripts, fills the
+// connection pool and makes a leased key hot, then the measured load
+// between snapshots of the server.
+func measureOne(ctx context.Context, client *redis.Client, pid int, c runCase, keys []string, o options) (sample, error) {
+	limit := limitFor(c.alg)
+	store, leaseSize, err := openStore(client, c.mode, limit)
+	if err != nil {
+		return sample{}, err
+	}
+	defer store.Close()
+	warm := load(ctx, store, keys, limit, o.goroutines, int64(8*o.goroutines), o.maxRun)
+	if warm.errors > 0 {
+		return sample{}, fmt.Errorf("warm-up: %d errors, the first: %w", warm.errors, warm.firstErr)
+	}
+	before, err := snap(ctx, client, pid)
+	if err != nil {
+		return sample{}, err
+	}
+	mid, err := snap(ctx, client, pid)
+	if err != nil {
+		return sample{}, err
+	}
+	res := load(ctx, store, keys, limit, o.goroutines, o.decisions, o.maxRun)
+	after, err := snap(ctx, client, pid)
+	if err != nil {
+		return sample{}, err
+	}
+	if res.errors > 0 {
+		return sample{}, fmt.Errorf("%d errors, the first: %w", res.errors, res.firstErr)
+	}
+	return sample{load: res, server: during(before, mid, after), leaseSize: leaseSize}, nil
+}
+
+// snap reads INFO stats and commandstats in one call, then the server
+// process's CPU time.
+func snap(ctx context.Context, client *redis.Client, pid int) (snapshot, error) {
+	text, err := client.Info(ctx, "stats", "commandstats").Result()
+	if err != nil {
+		return snapshot{}, fmt.Errorf("INFO: %w", err)
+	}
+	s, err := parseInfo(text)
+	if err != nil {
+		return snapshot{}, err
+	}
+	s.cpu, s.cpuOK = procCPU(pid)
+	return s, nil
+}
