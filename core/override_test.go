@@ -267,7 +267,9 @@ func TestOverrideCluster(t *testing.T) {
 	c := redistest.StartCluster(t, 3).Client(t)
 	store := core.MustRedisStore(c)
 	t.Cleanup(func() { store.Close() })
-	l := newLimiter(t, store)
+	// a deadline that a busy machine's first calls to a new Cluster (slot
+	// map, dials, script loads) meet: the test is about slots, not time
+	l := newLimiter(t, store, core.WithTimeout(5*time.Second))
 	ctx := context.Background()
 	for _, id := range []string{"user:alice", "user:bob", "user:carol", "user:dave"} {
 		r := overRule("api", core.PerMinute(2), id)
