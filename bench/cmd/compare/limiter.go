@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -35,11 +36,19 @@ func identityOf(key string) string {
 	return key[i+1 : len(key)-1]
 }
 
+// limiterTimeout is the deadline of the Limiter contenders' store calls:
+// longer than the default 50 ms, which on a machine whose few CPUs the
+// clients, redis-server (and the network pass's proxy) share, scheduling
+// stalls alone can pass; each deadline hit also closes its connection
+// (ContextTimeoutEnabled), and the new connections cost more stalls.
+const limiterTimeout = time.Second
+
 // newLimiter returns a Limiter over store whose keys are those keyFor
 // gives contender name. It fails closed, so that a Redis failure counts as
 // an error instead of being answered by the local fallback.
 func newLimiter(name string, store core.Store) (*core.Limiter, error) {
-	return core.NewLimiter(store, core.WithPrefix(prefixOf(name)), core.WithFailurePolicy(core.FailClosed))
+	return core.NewLimiter(store, core.WithPrefix(prefixOf(name)),
+		core.WithFailurePolicy(core.FailClosed), core.WithTimeout(limiterTimeout))
 }
 
 // identityHeader is where identityRequest holds its identity.
@@ -80,7 +89,7 @@ func limiterContender() contender {
 	return contender{
 		name: limiterName, module: "github.com/ratekit/ratekit",
 		algorithm: "gcra, through a Limiter", kind: kindRatekit, refills: true,
-		setup: "`core.NewLimiter(core.NewRedisStore(client), core.WithPrefix(prefix), core.WithFailurePolicy(core.FailClosed))`; " +
+		setup: "`core.NewLimiter(core.NewRedisStore(client), core.WithPrefix(prefix), core.WithFailurePolicy(core.FailClosed), core.WithTimeout(time.Second))`; " +
 			"`limiter.Check(ctx, req, []core.Rule{{Name: \"api\", Limit: core.PerMinute(n), Key: identity}})`, the request a reused `core.Request` holding the identity",
 		open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
 			store, err := core.NewRedisStore(client)

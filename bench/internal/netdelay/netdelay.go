@@ -39,8 +39,11 @@ func (t *Toxic) GetBufferSize() int { return 1024 }
 
 // Pipe forwards stub's chunks, each once its time has come, until the
 // input ends or toxiproxy interrupts it.
-func (t *Toxic) Pipe(stub *toxics.ToxicStub) {
+func (t *Toxic) Pipe(stub *toxics.ToxicStub) { t.pipe(stub, sharedLine()) }
+
+func (t *Toxic) pipe(stub *toxics.ToxicStub, line *delayLine) {
 	delay := time.Duration(t.Latency) * time.Microsecond
+	wake := make(chan struct{}, 1) // this link's: one chunk waits at a time
 	for {
 		select {
 		case <-stub.Interrupt:
@@ -50,14 +53,11 @@ func (t *Toxic) Pipe(stub *toxics.ToxicStub) {
 				stub.Close()
 				return
 			}
-			sleepUntil(c.Timestamp.Add(delay))
+			line.wait(c.Timestamp.Add(delay), wake)
 			stub.Output <- c
 		}
 	}
 }
-
-// sleepUntil returns at t or soon after. Tests replace it.
-var sleepUntil = preciseSleepUntil
 
 // Proxy is a running toxiproxy proxy with the latency toxic on both
 // directions.

@@ -1,7 +1,9 @@
 package netdelay
 
 import (
+	"container/heap"
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,22 +17,27 @@ import (
 // Each chunk leaves once its read time plus the latency has come, in the
 // order read; the end of the input closes the output.
 func TestToxicHoldsEachChunkForTheLatency(t *testing.T) {
-	var until []time.Time
-	sleepUntil = func(t time.Time) { until = append(until, t) }
-	t.Cleanup(func() { sleepUntil = preciseSleepUntil })
+	t0 := time.Unix(1000, 0)
+	var mu sync.Mutex
+	clock, slept := t0, []time.Time(nil)
+	line := newDelayLine(
+		func() time.Time { mu.Lock(); defer mu.Unlock(); return clock },
+		func(until time.Time) { mu.Lock(); defer mu.Unlock(); clock, slept = until, append(slept, until) })
+	go line.run() // parks for good once the test is done
 
 	in := make(chan *stream.StreamChunk, 3)
 	out := make(chan *stream.StreamChunk, 3)
 	stub := toxics.NewToxicStub(in, out)
-	t0 := time.Unix(1000, 0)
 	in <- &stream.StreamChunk{Data: []byte("a"), Timestamp: t0}
 	in <- &stream.StreamChunk{Data: []byte("b"), Timestamp: t0.Add(10 * time.Microsecond)}
 	in <- nil
-	(&Toxic{Latency: 250}).Pipe(stub)
+	(&Toxic{Latency: 250}).pipe(stub, line)
 
 	want := []time.Time{t0.Add(250 * time.Microsecond), t0.Add(260 * time.Microsecond)}
-	if len(until) != 2 || !until[0].Equal(want[0]) || !until[1].Equal(want[1]) {
-		t.Errorf("slept until %v, want %v", until, want)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(slept) != 2 || !slept[0].Equal(want[0]) || !slept[1].Equal(want[1]) {
+		t.Errorf("slept until %v, want %v", slept, want)
 	}
 	var got string
 	for c := range out {
@@ -38,6 +45,34 @@ func TestToxicHoldsEachChunkForTheLatency(t *testing.T) {
 	}
 	if got != "ab" {
 		t.Errorf("forwarded %q, want \"ab\"", got)
+	}
+}
+
+// The line sleeps until each due time in turn, the earliest first,
+// whatever the order in which the waiters came.
+func TestDelayLineWakesByDueTime(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var mu sync.Mutex
+	clock, slept := t0, []time.Time(nil)
+	line := newDelayLine(
+		func() time.Time { mu.Lock(); defer mu.Unlock(); return clock },
+		func(until time.Time) { mu.Lock(); defer mu.Unlock(); clock, slept = until, append(slept, until) })
+	// both wait before the line runs
+	var wg sync.WaitGroup
+	for _, due := range []time.Duration{300, 200} {
+		wake := make(chan struct{}, 1)
+		line.mu.Lock()
+		heap.Push(&line.waiting, waiter{t0.Add(due * time.Microsecond), wake})
+		line.mu.Unlock()
+		wg.Go(func() { <-wake })
+	}
+	go line.run() // parks for good once the test is done
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	want := []time.Time{t0.Add(200 * time.Microsecond), t0.Add(300 * time.Microsecond)}
+	if len(slept) != 2 || !slept[0].Equal(want[0]) || !slept[1].Equal(want[1]) {
+		t.Errorf("slept until %v, want %v", slept, want)
 	}
 }
 
