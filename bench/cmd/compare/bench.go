@@ -231,17 +231,17 @@ func (c *cell) costPerDecision() (rediscost.PerDecision, bool) {
 	if len(c.costs) == 0 || len(c.costs) != len(c.runs) {
 		return rediscost.PerDecision{}, false
 	}
-	var usec, cpu, calls, scripts, bytes []float64
+	var scriptUsec, otherUsec, cpu, calls, scripts, bytes []float64
 	cpuOK := true
 	for i, d := range c.costs {
 		p := d.Per(c.runs[i].n)
-		usec, cpu, calls = append(usec, p.Usec), append(cpu, p.CPUUsec), append(calls, p.Calls)
-		scripts, bytes = append(scripts, p.ScriptCalls), append(bytes, p.Bytes)
+		scriptUsec, otherUsec, cpu = append(scriptUsec, p.ScriptUsec), append(otherUsec, p.OtherUsec), append(cpu, p.CPUUsec)
+		calls, scripts, bytes = append(calls, p.Calls), append(scripts, p.ScriptCalls), append(bytes, p.Bytes)
 		cpuOK = cpuOK && p.CPUOK
 	}
 	return rediscost.PerDecision{
-		Usec: figures.Median(usec), CPUUsec: figures.Median(cpu), Calls: figures.Median(calls),
-		ScriptCalls: figures.Median(scripts), Bytes: figures.Median(bytes), CPUOK: cpuOK,
+		ScriptUsec: figures.Median(scriptUsec), OtherUsec: figures.Median(otherUsec), CPUUsec: figures.Median(cpu),
+		Calls: figures.Median(calls), ScriptCalls: figures.Median(scripts), Bytes: figures.Median(bytes), CPUOK: cpuOK,
 	}, true
 }
 

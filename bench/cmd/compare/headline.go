@@ -198,16 +198,23 @@ func latencyTable(p func(string, ...any), res *benchResults) {
 	p("")
 }
 
+// costColumns heads the cost cells of costCells.
+const costColumns = "script µs | other µs | CPU µs | commands | scripts | bytes"
+
 // costSection writes redis-server's cost per decision of every contender
 // at 64 goroutines (every case is in the tables of each case).
 func costSection(p func(string, ...any), res *benchResults) {
 	p("## Redis's cost per decision")
 	p("")
-	p("Read from redis-server around each run and divided by the run's calls: command time (the `usec`")
-	p("of `INFO commandstats`, summed over every command but the sampling's own INFO), redis-server's")
-	p("CPU time (user + system, `/proc/<pid>/stat`, in ticks of 10 ms over the run), commands, and")
-	p("network bytes in + out (`total_net_input_bytes` and `total_net_output_bytes` of `INFO stats`);")
-	p("medians over the rounds. At 64 goroutines here; the tables of each case have every case.")
+	p("Read from redis-server around each run and divided by the run's calls, medians over the rounds.")
+	p("From `INFO commandstats`: *script µs*, the time of EVALSHA and EVAL calls, which includes that of")
+	p("the commands the scripts call; *other µs*, the time of every other command but the sampling's own")
+	p("INFO, whether a client sent it or a script called it (Redis counts both alike, so for a script")
+	p("contender this is time already in script µs, and for the rest it is their commands' time);")
+	p("*commands*, every command, those scripts call included; *scripts*, script calls. *CPU µs* is")
+	p("redis-server's user + system time (`/proc/<pid>/stat`, in ticks of 10 ms over the run), *bytes*")
+	p("the network bytes in + out (`total_net_input_bytes` + `total_net_output_bytes` of `INFO stats`,")
+	p("less the sampling's own). At 64 goroutines here; the tables of each case have every case.")
 	p("")
 	var header, sep strings.Builder
 	header.WriteString("| contender |")
@@ -216,8 +223,8 @@ func costSection(p func(string, ...any), res *benchResults) {
 	for k, bc := range res.cases {
 		if bc.g == 64 {
 			ks = append(ks, k)
-			fmt.Fprintf(&header, " %s: command µs | CPU µs | commands | bytes |", bc.keys.name)
-			sep.WriteString("---:|---:|---:|---:|")
+			fmt.Fprintf(&header, " %s: %s |", bc.keys.name, costColumns)
+			sep.WriteString(strings.Repeat("---:|", 6))
 		}
 	}
 	p("%s", header.String())
@@ -232,14 +239,14 @@ func costSection(p func(string, ...any), res *benchResults) {
 	p("")
 }
 
-// costCells returns s's cost per decision as four table cells.
+// costCells returns s's cost per decision as six table cells.
 func costCells(s summary) string {
 	if !s.metered {
-		return " | | | |"
+		return strings.Repeat(" |", 6)
 	}
 	cpu := "–"
 	if s.cost.CPUOK {
 		cpu = fmt.Sprintf("%.2f", s.cost.CPUUsec)
 	}
-	return fmt.Sprintf(" %.2f | %s | %.2f | %.0f |", s.cost.Usec, cpu, s.cost.Calls, s.cost.Bytes)
+	return fmt.Sprintf(" %.2f | %.2f | %s | %.2f | %.2f | %.0f |", s.cost.ScriptUsec, s.cost.OtherUsec, cpu, s.cost.Calls, s.cost.ScriptCalls, s.cost.Bytes)
 }

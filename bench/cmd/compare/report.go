@@ -132,7 +132,7 @@ func (rep *report) write(out io.Writer) error {
 	p("")
 	p("× bare: decisions/s over the bare script's (higher is faster); p50 × bare: median latency over the")
 	p("bare script's (lower is faster); both medians of per-round ratios. calls: all calls over all rounds.")
-	p("Redis µs, CPU µs, commands and bytes: redis-server's cost per decision, as in the section above.")
+	p("script µs to bytes: redis-server's cost per decision, as in \"Redis's cost per decision\" above.")
 	for k, bc := range rep.cases {
 		p("")
 		keys := "one hot key"
@@ -141,8 +141,8 @@ func (rep *report) write(out io.Writer) error {
 		}
 		p("### %s, %d goroutine%s", keys, bc.g, plural(bc.g))
 		p("")
-		p("| contender | decisions/s | × bare | p50 | p99 | p50 × bare | allocs/decision | calls | denied | errors | Redis µs | CPU µs | commands | bytes |")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		p("| contender | decisions/s | × bare | p50 | p99 | p50 × bare | allocs/decision | calls | denied | errors | %s |", costColumns)
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s", strings.Repeat("---:|", 6))
 		for ci, c := range cs {
 			s := rep.bench.cells[k][ci].summary()
 			p("| %s | %s | %s | %s | %s | %s | %.1f | %s | %d | %d |%s", c.name, figures.Thousands(s.perSecond), ratio(s.vsBare),

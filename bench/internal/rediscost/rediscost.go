@@ -25,11 +25,17 @@ import (
 // Counters are a redis-server's running totals at one moment, or, from
 // Delta, what it spent between two moments.
 type Counters struct {
-	// Calls and Usec sum calls and microseconds over every command but
-	// INFO (the sampling's own); ScriptCalls and ScriptUsec over EVALSHA
-	// and EVAL alone.
-	Calls, Usec             int64
+	// Calls counts every command but INFO (the sampling's own), those that
+	// scripts call included: Redis counts a command a script calls as a
+	// call of that command. ScriptCalls and ScriptUsec count EVALSHA and
+	// EVAL alone; a script's time includes that of the commands it calls.
+	// OtherUsec is the time of every other command but INFO: commands
+	// sent by clients and commands called by scripts alike, which Redis
+	// does not tell apart (so ScriptUsec + OtherUsec counts the commands
+	// scripts call twice).
+	Calls                   int64
 	ScriptCalls, ScriptUsec int64
+	OtherUsec               int64
 	// NetIn and NetOut are total_net_input_bytes and
 	// total_net_output_bytes, less (in a Delta) the bytes of the earlier
 	// sample's own INFO call.
@@ -135,10 +141,11 @@ func (c *Counters) addCommand(cmd, value string) error {
 		}
 	}
 	c.Calls += calls
-	c.Usec += usec
 	if cmd == "evalsha" || cmd == "eval" {
 		c.ScriptCalls += calls
 		c.ScriptUsec += usec
+	} else {
+		c.OtherUsec += usec
 	}
 	return nil
 }
@@ -148,7 +155,7 @@ func (c *Counters) addCommand(cmd, value string) error {
 // read the CPU.
 func Delta(before, after Counters) Counters {
 	return Counters{
-		Calls: after.Calls - before.Calls, Usec: after.Usec - before.Usec,
+		Calls: after.Calls - before.Calls, OtherUsec: after.OtherUsec - before.OtherUsec,
 		ScriptCalls: after.ScriptCalls - before.ScriptCalls, ScriptUsec: after.ScriptUsec - before.ScriptUsec,
 		NetIn:  after.NetIn - before.NetIn - before.ownIn,
 		NetOut: after.NetOut - before.NetOut - before.ownOut,
@@ -158,10 +165,12 @@ func Delta(before, after Counters) Counters {
 
 // PerDecision is a Delta spread over the decisions made in it.
 type PerDecision struct {
-	// Usec is Redis's command time (INFO commandstats) and CPUUsec the
-	// server process's CPU time, in µs.
-	Usec, CPUUsec float64
-	// Calls is commands, ScriptCalls script calls (EVALSHA, EVAL).
+	// ScriptUsec and OtherUsec are Redis's command time (INFO
+	// commandstats) in scripts and in other commands, as in Counters, and
+	// CPUUsec the server process's CPU time, in µs.
+	ScriptUsec, OtherUsec, CPUUsec float64
+	// Calls is commands (those scripts call included), ScriptCalls script
+	// calls (EVALSHA, EVAL).
 	Calls, ScriptCalls float64
 	// Bytes is network bytes in and out together.
 	Bytes float64
@@ -173,7 +182,7 @@ type PerDecision struct {
 func (d Counters) Per(n int64) PerDecision {
 	f := float64(max(n, 1))
 	return PerDecision{
-		Usec: float64(d.Usec) / f, CPUUsec: float64(d.CPU.Microseconds()) / f,
+		ScriptUsec: float64(d.ScriptUsec) / f, OtherUsec: float64(d.OtherUsec) / f, CPUUsec: float64(d.CPU.Microseconds()) / f,
 		Calls: float64(d.Calls) / f, ScriptCalls: float64(d.ScriptCalls) / f,
 		Bytes: float64(d.NetIn+d.NetOut) / f, CPUOK: d.CPUOK,
 	}

@@ -21,7 +21,7 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Calls != 17 || c.Usec != 81 || c.ScriptCalls != 12 || c.ScriptUsec != 80 || c.NetIn != 1000 || c.NetOut != 2000 {
+	if c.Calls != 17 || c.OtherUsec != 1 || c.ScriptCalls != 12 || c.ScriptUsec != 80 || c.NetIn != 1000 || c.NetOut != 2000 {
 		t.Errorf("parse = %+v", c)
 	}
 	if _, err := parse("# Stats\r\ntotal_net_input_bytes:1\r\n"); err == nil {
@@ -33,8 +33,8 @@ func TestParse(t *testing.T) {
 }
 
 func TestPer(t *testing.T) {
-	p := Counters{Calls: 10, Usec: 40, ScriptCalls: 5, NetIn: 300, NetOut: 100, CPU: 2000, CPUOK: true}.Per(10)
-	if p.Calls != 1 || p.Usec != 4 || p.ScriptCalls != 0.5 || p.Bytes != 40 || p.CPUUsec != 0.2 || !p.CPUOK {
+	p := Counters{Calls: 10, OtherUsec: 40, ScriptUsec: 20, ScriptCalls: 5, NetIn: 300, NetOut: 100, CPU: 2000, CPUOK: true}.Per(10)
+	if p.Calls != 1 || p.OtherUsec != 4 || p.ScriptUsec != 2 || p.ScriptCalls != 0.5 || p.Bytes != 40 || p.CPUUsec != 0.2 || !p.CPUOK {
 		t.Errorf("Per = %+v", p)
 	}
 }
@@ -80,8 +80,19 @@ func TestSampleCountsOnlyTheWorkBetween(t *testing.T) {
 		d := Delta(idle, after)
 		// each SET is "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n" (27 bytes) in
 		// and "+OK\r\n" (5) out
-		if d.Calls != 3 || d.ScriptCalls != 0 || d.NetIn != 3*27 || d.NetOut != 3*5 {
+		if d.Calls != 3 || d.ScriptCalls != 0 || d.ScriptUsec != 0 || d.NetIn != 3*27 || d.NetOut != 3*5 {
 			t.Errorf("RESP%d: three SETs: %+v", protocol, d)
+		}
+		if err := client.Eval(ctx, "redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], 1000) return 1", []string{"n"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		script, err := Sample(ctx, client, srv.Pid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// one script call, and the two commands it calls
+		if d := Delta(after, script); d.ScriptCalls != 1 || d.Calls != 3 {
+			t.Errorf("RESP%d: a script of two commands: %+v", protocol, d)
 		}
 		if d.CPUOK != (runtime.GOOS == "linux") {
 			t.Errorf("RESP%d: CPUOK %v on %s", protocol, d.CPUOK, runtime.GOOS)
