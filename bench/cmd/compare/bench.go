@@ -22,6 +22,24 @@ type meter struct {
 	pid    int
 }
 
+// run returns measured(), and adds to c what redis-server spent during
+// it, unless m is nil.
+func (m *meter) run(ctx context.Context, c *cell, measured func() runResult) (runResult, error) {
+	before, err := m.sample(ctx)
+	if err != nil {
+		return runResult{}, err
+	}
+	rr := measured()
+	after, err := m.sample(ctx)
+	if err != nil {
+		return runResult{}, err
+	}
+	if m != nil {
+		c.costs = append(c.costs, rediscost.Delta(before, after))
+	}
+	return rr, nil
+}
+
 // sample returns the server's counters, or the zero value for a nil meter.
 func (m *meter) sample(ctx context.Context) (rediscost.Counters, error) {
 	if m == nil {
@@ -132,18 +150,11 @@ func measure(ctx context.Context, client *redis.Client, cs []contender, o option
 					lat = make([]time.Duration, n)
 				}
 				ks := keysOf(ci, k)
-				base := r * ks.len() / o.rounds
-				before, err := m.sample(ctx)
+				rr, err := m.run(ctx, res.cells[k][ci], func() runResult {
+					return run(open[ci], ks, r*ks.len()/o.rounds, bc.g, n, lat[:n], nil)
+				})
 				if err != nil {
 					return nil, err
-				}
-				rr := run(open[ci], ks, base, bc.g, n, lat[:n], nil)
-				after, err := m.sample(ctx)
-				if err != nil {
-					return nil, err
-				}
-				if m != nil {
-					res.cells[k][ci].costs = append(res.cells[k][ci].costs, rediscost.Delta(before, after))
 				}
 				if err := rr.check(); err != nil {
 					return nil, fmt.Errorf("%s, %v: %w", cs[ci].name, bc, err)

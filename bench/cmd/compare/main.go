@@ -274,24 +274,29 @@ func compare(o options) (err error) {
 	}
 	rep.finished = time.Now()
 
-	w := os.Stdout
-	if o.out != "" {
-		f, err := os.Create(o.out)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if cerr := f.Close(); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
-		w = f
-	}
-	if err := rep.write(w); err != nil {
+	if err := writeReport(rep, o.out); err != nil {
 		return err
 	}
 	progress("done in %v", time.Since(started).Round(time.Second))
 	return rep.failure()
+}
+
+// writeReport writes rep to the file out, or to standard output when out
+// is empty.
+func writeReport(rep *report, out string) (err error) {
+	if out == "" {
+		return rep.write(os.Stdout)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	return rep.write(f)
 }
 
 // checkKeyWritten verifies that ratekit's contender c wrote its state
