@@ -80,7 +80,9 @@ func (rep *report) write(out io.Writer) error {
 	p("  rate for everyone: %s per minute in the throughput runs, so that the allowing path is what is", figures.Thousands(float64(benchLimit)))
 	p("  measured (denials are still counted and shown), and %d per minute in the exactness check.", exactLimit)
 	p("- Cases: %s goroutines, each on one hot key and on %s keys (distinct identities, keys taken in", joinInts(goroutineCounts), figures.Thousands(manyKeys))
-	p("  turn, so concurrent calls hit different keys). Every contender has keys of its own.")
+	p("  turn, so concurrent calls hit different keys). Every contender has keys of its own. The identities")
+	p("  are client addresses, `%s` on the hot key and `ip:10.x.y.z` on the others, as the middleware", hotIdentity)
+	p("  row's `keyfuncs.IP` finds them in `RemoteAddr`.")
 	if o.quick {
 		p("- Quick mode: each run makes goroutines + %d decisions.", quickExtra)
 	} else {
