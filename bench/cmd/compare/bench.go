@@ -11,11 +11,49 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/bench/internal/figures"
+	"github.com/ratekit/ratekit/bench/internal/rediscost"
 )
+
+// meter reads redis-server's counters around each run: through its own
+// client, so that a network pass's proxy does not slow the sampling, and
+// from the server's process, pid.
+type meter struct {
+	client *redis.Client
+	pid    int
+}
+
+// run returns measured(), and adds to c what redis-server spent during
+// it, unless m is nil.
+func (m *meter) run(ctx context.Context, c *cell, measured func() runResult) (runResult, error) {
+	before, err := m.sample(ctx)
+	if err != nil {
+		return runResult{}, err
+	}
+	rr := measured()
+	after, err := m.sample(ctx)
+	if err != nil {
+		return runResult{}, err
+	}
+	if m != nil {
+		c.costs = append(c.costs, rediscost.Delta(before, after))
+	}
+	return rr, nil
+}
+
+// sample returns the server's counters, or the zero value for a nil meter.
+func (m *meter) sample(ctx context.Context) (rediscost.Counters, error) {
+	if m == nil {
+		return rediscost.Counters{}, nil
+	}
+	return rediscost.Sample(ctx, m.client, m.pid)
+}
 
 // cell holds the runs of one contender on one case, one per round.
 type cell struct {
 	runs []runResult
+	// costs holds, per round, what redis-server spent during the run
+	// (empty when the runs were not metered).
+	costs []rediscost.Counters
 	// vsBare holds, per round, decisions/s over the bare script's
 	// decisions/s on the same case in the same round; p50VsBare likewise
 	// for the median latency.
@@ -37,7 +75,10 @@ const maxDecisions = 20_000_000
 // case opens the connections and loads the scripts. Unless o.quick, each
 // run makes as many decisions as should take o.duration at the rates seen
 // so far.
-func measure(ctx context.Context, client *redis.Client, cs []contender, o options) (*benchResults, error) {
+//
+// m, when not nil, samples redis-server's counters around every measured
+// run, for the Redis cost of a decision.
+func measure(ctx context.Context, client *redis.Client, cs []contender, o options, m *meter) (*benchResults, error) {
 	res := &benchResults{contenders: cs, cases: cases()}
 	keys := make([][]*keySet, len(cs)) // [contender][key case]
 	open := make([]func() decideFunc, len(cs))
@@ -109,8 +150,12 @@ func measure(ctx context.Context, client *redis.Client, cs []contender, o option
 					lat = make([]time.Duration, n)
 				}
 				ks := keysOf(ci, k)
-				base := r * ks.len() / o.rounds
-				rr := run(open[ci], ks, base, bc.g, n, lat[:n], nil)
+				rr, err := m.run(ctx, res.cells[k][ci], func() runResult {
+					return run(open[ci], ks, r*ks.len()/o.rounds, bc.g, n, lat[:n], nil)
+				})
+				if err != nil {
+					return nil, err
+				}
 				if err := rr.check(); err != nil {
 					return nil, fmt.Errorf("%s, %v: %w", cs[ci].name, bc, err)
 				}
@@ -162,6 +207,10 @@ type summary struct {
 	p50, p99                                           time.Duration
 	decisions, denied, errors                          int64
 	firstErr                                           error
+	// cost is redis-server's per decision, medians over the rounds of
+	// each figure; metered is false when the runs were not metered.
+	cost    rediscost.PerDecision
+	metered bool
 }
 
 func (c *cell) summary() summary {
@@ -183,5 +232,51 @@ func (c *cell) summary() summary {
 	s.vsBareLow, s.vsBareHigh = slices.Min(c.vsBare), slices.Max(c.vsBare)
 	s.p50VsBareLow, s.p50VsBareHigh = slices.Min(c.p50VsBare), slices.Max(c.p50VsBare)
 	s.p50, s.p99 = time.Duration(figures.Median(p50)), time.Duration(figures.Median(p99))
+	s.cost, s.metered = c.costPerDecision()
 	return s
+}
+
+// costPerDecision returns the medians over the rounds of redis-server's
+// cost per decision, figure by figure, and false if c was not metered.
+func (c *cell) costPerDecision() (rediscost.PerDecision, bool) {
+	if len(c.costs) == 0 || len(c.costs) != len(c.runs) {
+		return rediscost.PerDecision{}, false
+	}
+	var scriptUsec, otherUsec, cpu, calls, scripts, bytes []float64
+	cpuOK := true
+	for i, d := range c.costs {
+		p := d.Per(c.runs[i].n)
+		scriptUsec, otherUsec, cpu = append(scriptUsec, p.ScriptUsec), append(otherUsec, p.OtherUsec), append(cpu, p.CPUUsec)
+		calls, scripts, bytes = append(calls, p.Calls), append(scripts, p.ScriptCalls), append(bytes, p.Bytes)
+		cpuOK = cpuOK && p.CPUOK
+	}
+	return rediscost.PerDecision{
+		ScriptUsec: figures.Median(scriptUsec), OtherUsec: figures.Median(otherUsec), CPUUsec: figures.Median(cpu),
+		Calls: figures.Median(calls), ScriptCalls: figures.Median(scripts), Bytes: figures.Median(bytes), CPUOK: cpuOK,
+	}, true
+}
+
+// index returns the position of contender name in res, or -1.
+func (res *benchResults) index(name string) int {
+	for i, c := range res.contenders {
+		if c.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// ratioTo returns, on case k, the median over rounds of contender ci's
+// decisions/s over contender cj's in the same round, with the lowest and
+// highest of the per-round ratios.
+func (res *benchResults) ratioTo(k, ci, cj int) (median, low, high float64) {
+	a, b := res.cells[k][ci].runs, res.cells[k][cj].runs
+	var rs []float64
+	for r := range min(len(a), len(b)) {
+		rs = append(rs, a[r].perSecond/b[r].perSecond)
+	}
+	if len(rs) == 0 {
+		return 0, 0, 0
+	}
+	return figures.Median(append([]float64(nil), rs...)), slices.Min(rs), slices.Max(rs)
 }

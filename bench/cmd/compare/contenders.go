@@ -62,13 +62,25 @@ var algConst = map[core.Algorithm]string{
 	core.SlidingWindowLog: "SlidingWindowLog", core.SlidingWindowCounter: "SlidingWindowCounter",
 }
 
-func ratekitContender(alg core.Algorithm, windowed, refills bool) contender {
+// ratekitContender is one of ratekit's algorithms through a RedisStore:
+// as it ships (batching on, the default for a *redis.Client) unless
+// unbatched, which takes one command a call and so shows the script's own
+// cost.
+func ratekitContender(alg core.Algorithm, windowed, refills, unbatched bool) contender {
+	name, algorithm := "ratekit "+alg.String(), alg.String()
+	newStore := "`core.NewRedisStore(client)` (batching on: up to 128 calls a pipeline, 4 pipelines in flight)"
+	var opts []core.Option
+	if unbatched {
+		name, algorithm = name+" unbatched", algorithm+", unbatched"
+		newStore = "`core.NewRedisStore(client, core.WithoutBatching())`"
+		opts = append(opts, core.WithoutBatching()) // one command a call: the script's own cost
+	}
 	return contender{
-		name: "ratekit " + alg.String(), module: "github.com/ratekit/ratekit",
-		algorithm: alg.String(), kind: kindRatekit, windowed: windowed, refills: refills,
-		setup: "`core.NewRedisStore(client, core.WithoutBatching())`; `store.AllowAllN(ctx, []core.Check{{Key: key, Limit: core.PerMinute(n).WithAlgorithm(core." + algConst[alg] + ")}}, 1)`",
+		name: name, module: "github.com/ratekit/ratekit",
+		algorithm: algorithm, kind: kindRatekit, windowed: windowed, refills: refills,
+		setup: newStore + "; `store.AllowAllN(ctx, []core.Check{{Key: key, Limit: core.PerMinute(n).WithAlgorithm(core." + algConst[alg] + ")}}, 1)`",
 		open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
-			store, err := core.NewRedisStore(client, core.WithoutBatching()) // one command a call: the script's own cost
+			store, err := core.NewRedisStore(client, opts...)
 			if err != nil {
 				return nil, err
 			}
@@ -147,16 +159,13 @@ var clockScript = redis.NewScript("local t = redis.call('TIME') redis.call('GET'
 // order. All of them share one go-redis client.
 func contenders() []contender {
 	return []contender{
-		ratekitContender(core.GCRA, false, true),
-		ratekitContender(core.FixedWindow, true, false),
-		ratekitContender(core.SlidingWindowLog, false, false),
-		ratekitContender(core.SlidingWindowCounter, true, false),
-		ratekitStoreContender("ratekit gcra batching", "gcra, pipelined batching",
-			"`core.NewRedisStore(client)`, batching by default (up to 128 calls a pipeline, 4 pipelines in flight)", 0,
-			func(client *redis.Client) (core.Store, error) {
-				return core.NewRedisStore(client, core.WithBatching(core.Batching{}))
-			}),
-		ratekitStoreContender("ratekit gcra leasing", "gcra, hot-key leasing",
+		ratekitContender(core.GCRA, false, true, false),
+		ratekitContender(core.FixedWindow, true, false, false),
+		ratekitContender(core.SlidingWindowLog, false, false, false),
+		ratekitContender(core.SlidingWindowCounter, true, false, false),
+		ratekitContender(core.GCRA, false, true, true),
+		ratekitContender(core.FixedWindow, true, false, true),
+		ratekitStoreContender(leasingName, "gcra, hot-key leasing",
 			"`core.NewLeasingStore(core.NewRedisStore(client))` (defaults: leases of 1/64 of the limit's capacity, at most 1024 units, held 100ms)", exactLeaseSize-1,
 			func(client *redis.Client) (core.Store, error) {
 				shared, err := core.NewRedisStore(client)
@@ -165,8 +174,10 @@ func contenders() []contender {
 				}
 				return core.NewLeasingStore(shared)
 			}),
+		limiterContender(),
+		middlewareContender(),
 		{
-			name: "redis_rate", module: "github.com/go-redis/redis_rate/v10",
+			name: redisRateName, module: "github.com/go-redis/redis_rate/v10",
 			setup:     "`redis_rate.NewLimiter(client).Allow(ctx, key, redis_rate.PerMinute(n))`",
 			algorithm: "gcra", kind: kindOther, refills: true,
 			open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
@@ -210,7 +221,7 @@ func contenders() []contender {
 			},
 		},
 		{
-			name: "ulule/limiter", module: "github.com/ulule/limiter/v3",
+			name: ululeName, module: "github.com/ulule/limiter/v3",
 			setup:     "`limiter.New(redis.NewStoreWithOptions(client, ...), Rate{Period: time.Minute, Limit: n}).Get(ctx, key)`",
 			algorithm: "fixed window (from first hit)", kind: kindOther,
 			open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
@@ -316,7 +327,7 @@ func contenders() []contender {
 			},
 		},
 		{
-			name: "bare TIME+GET+SET", module: "github.com/redis/go-redis/v9",
+			name: clockName, module: "github.com/redis/go-redis/v9",
 			setup:     "`clockScript.Run(ctx, client, []string{key}, 60000)`, go-redis EVALSHA of `local t = redis.call('TIME') redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], t[1], 'PX', ARGV[1]) return 1`",
 			algorithm: "read clock and state, write state, no decision", kind: kindBaseline,
 			open: func(ctx context.Context, client *redis.Client, _ int) (func() decideFunc, error) {
@@ -328,7 +339,7 @@ func contenders() []contender {
 			},
 		},
 		{
-			name: "PING", module: "github.com/redis/go-redis/v9",
+			name: pingName, module: "github.com/redis/go-redis/v9",
 			setup:     "`client.Ping(ctx)`",
 			algorithm: "round trip only", kind: kindBaseline,
 			open: func(ctx context.Context, client *redis.Client, _ int) (func() decideFunc, error) {
@@ -340,7 +351,19 @@ func contenders() []contender {
 	}
 }
 
-const bareName = "bare INCR+PEXPIRE"
+// Names of the contenders that the report and the network pass pick out.
+const (
+	bareName       = "bare INCR+PEXPIRE"
+	clockName      = "bare TIME+GET+SET"
+	pingName       = "PING"
+	gcraName       = "ratekit gcra"
+	fixedName      = "ratekit fixed"
+	leasingName    = "ratekit gcra leasing"
+	limiterName    = "ratekit Limiter.Check"
+	middlewareName = "ratekit net/http+leasing"
+	redisRateName  = "redis_rate"
+	ululeName      = "ulule/limiter"
+)
 
 func mennanovResult(_ time.Duration, err error) (bool, error) {
 	switch {

@@ -140,7 +140,7 @@ func exactness(ctx context.Context, addr string, client *redis.Client, cs []cont
 		if c.windowed {
 			waitForMinuteRoom(exactStartDelay + maxTime + exactMargin)
 		}
-		key, err := keyFor(c, "exact")
+		key, err := keyFor(c, exactIdentity)
 		if err != nil {
 			return nil, err
 		}

@@ -58,6 +58,10 @@ type options struct {
 	// keep names the file whose end-to-end section (bench/e2e.sh's) the
 	// report carries over; empty: -out itself.
 	keep string
+	// latency, when above 0, adds a network pass through a proxy that
+	// adds it each way, of at most latencyRounds rounds.
+	latency       time.Duration
+	latencyRounds int
 }
 
 func main() {
@@ -70,6 +74,8 @@ func main() {
 	flag.StringVar(&o.note, "note", "", "a note on the machine, printed in the report")
 	flag.BoolVar(&o.noExact, "no-exact", false, "skip the cross-process exactness check")
 	flag.StringVar(&o.keep, "keep", "", "carry over the end-to-end section (written by bench/e2e.sh) of this file into the report (default: the -out file)")
+	flag.DurationVar(&o.latency, "latency", 0, "also measure through an in-process proxy that adds this latency each way between the client and redis-server (such as 250us); 0: no network pass")
+	flag.IntVar(&o.latencyRounds, "latency-rounds", defaultNetworkRounds, "rounds of the network pass at most (never more than -rounds)")
 	var child childFlags
 	child.register()
 	flag.Parse()
@@ -81,8 +87,8 @@ func main() {
 		}
 		return
 	}
-	if o.rounds < 1 {
-		fmt.Fprintln(os.Stderr, "compare: -rounds must be at least 1")
+	if o.rounds < 1 || o.latencyRounds < 1 || o.latency < 0 {
+		fmt.Fprintln(os.Stderr, "compare: -rounds and -latency-rounds must be at least 1, -latency at least 0")
 		os.Exit(2)
 	}
 	if o.cmdline == "" {
@@ -136,10 +142,13 @@ func slug(name string) string {
 // to what they are given.
 func keyFor(c contender, identity string) (string, error) {
 	if c.kind == kindOther {
-		return "cmp-" + slug(c.name) + ":" + identity, nil
+		return prefixOf(c.name) + identity, nil
 	}
-	return "cmp-" + slug(c.name) + ":api:{" + identity + "}", nil
+	return prefixOf(c.name) + ruleName + ":{" + identity + "}", nil
 }
+
+// prefixOf returns the prefix of the keys of contender name.
+func prefixOf(name string) string { return "cmp-" + slug(name) + ":" }
 
 // keySet holds distinct keys in one string, cut at ends: key i is
 // all[ends[i-1]:ends[i]]. Holding no pointer per key, it gives the garbage
@@ -165,7 +174,7 @@ func buildKeys(c contender, count int) (*keySet, error) {
 	var all strings.Builder
 	ends := make([]int32, count)
 	for i := range ends {
-		id := "ip:hot"
+		id := hotIdentity
 		if count > 1 {
 			id = fmt.Sprintf("ip:10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
 		}
@@ -190,8 +199,14 @@ func buildKeys(c contender, count int) (*keySet, error) {
 // singleKey returns a set of one key.
 func singleKey(k string) *keySet { return &keySet{all: k, ends: []int32{int32(len(k))}} }
 
+// newClient returns the client every contender shares, built as README.md's
+// quick start builds it, with a connection for each goroutine.
 func newClient(addr string, poolSize int) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
+	return redis.NewClient(&redis.Options{
+		Addr: addr, PoolSize: poolSize,
+		ContextTimeoutEnabled: true, // the Limiter's deadline frees the connection
+		MaxRetries:            -1,   // no retry within a deadline of milliseconds
+	})
 }
 
 func compare(o options) (err error) {
@@ -231,11 +246,21 @@ func compare(o options) (err error) {
 	}
 	progress("self-check passed: every limiter admits 3 of 5 calls under a limit of 3")
 
-	bench, err := measure(ctx, client, cs, o)
+	// a client of its own for reading the server's counters, direct in
+	// both passes
+	sampler := newClient(srv.Addr, 1)
+	defer sampler.Close()
+	m := &meter{client: sampler, pid: srv.Pid()}
+	bench, err := measure(ctx, client, cs, o, m)
 	if err != nil {
 		return err
 	}
 	rep.bench = bench
+	if o.latency > 0 {
+		if rep.network, err = networkPass(ctx, srv.Addr, cs, o, m); err != nil {
+			return err
+		}
+	}
 
 	if !o.noExact {
 		if err := client.FlushAll(ctx).Err(); err != nil {
@@ -249,24 +274,54 @@ func compare(o options) (err error) {
 	}
 	rep.finished = time.Now()
 
-	w := os.Stdout
-	if o.out != "" {
-		f, err := os.Create(o.out)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if cerr := f.Close(); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
-		w = f
-	}
-	if err := rep.write(w); err != nil {
+	if err := writeReport(rep, o.out); err != nil {
 		return err
 	}
 	progress("done in %v", time.Since(started).Round(time.Second))
 	return rep.failure()
+}
+
+// writeReport writes rep to the file out, or to standard output when out
+// is empty.
+func writeReport(rep *report, out string) (err error) {
+	if out == "" {
+		return rep.write(os.Stdout)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	return rep.write(f)
+}
+
+// checkKeyWritten verifies that ratekit's contender c wrote its state
+// under key (or, for an algorithm of several keys, keys that begin with
+// it), so that every ratekit row, whether it calls a store or a Limiter,
+// works on keys as a Limiter builds them.
+func checkKeyWritten(ctx context.Context, client *redis.Client, c contender, key string) error {
+	if c.kind != kindRatekit {
+		return nil
+	}
+	var cursor uint64
+	for {
+		keys, next, err := client.Scan(ctx, cursor, "*", 1000).Result()
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if strings.HasPrefix(k, key) {
+				return nil
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return fmt.Errorf("fixture: %s wrote no key %q", c.name, key)
+		}
+	}
 }
 
 // selfCheck verifies that each limiter is wired the right way round: under a
@@ -278,13 +333,16 @@ func selfCheck(ctx context.Context, client *redis.Client, cs []contender) error 
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
-		key, err := keyFor(c, "selfcheck")
+		key, err := keyFor(c, checkIdentity)
 		if err != nil {
 			return err
 		}
 		r := run(open, singleKey(key), 0, 1, 5, nil, nil)
 		if err := r.check(); err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
+		}
+		if err := checkKeyWritten(ctx, client, c, key); err != nil {
+			return err
 		}
 		want := runResult{allowed: 3, denied: 2}
 		if c.kind == kindBaseline {

@@ -22,6 +22,7 @@ type report struct {
 	redisVersion      string
 	cases             []benchCase
 	bench             *benchResults
+	network           *networkResults // nil without -latency
 	exact             []exactResult
 	// e2e is the end-to-end section of the file being replaced, markers
 	// included, or empty.
@@ -62,17 +63,26 @@ func (rep *report) write(out io.Writer) error {
 	p("same round, runs made seconds apart, and is the median of %d rounds.", o.rounds)
 	p("")
 
-	rep.headline(p)
+	p("## Headline: ratekit GCRA as it ships against the bare script")
+	p("")
+	headline(p, rep.bench, rep.opts.rounds)
+	p("### Each algorithm as it ships against the best peer of its kind")
+	p("")
+	writeBars(p, rep.bench)
+	rep.networkSection(p)
 	rep.endToEnd(w)
 
 	p("## What is measured")
 	p("")
-	p("- One redis-server, one go-redis v9 client (`PoolSize` 256) shared by every contender: ratekit, the")
-	p("  libraries that take a go-redis client, and the two baselines. Limits are per minute, the same")
+	p("- One redis-server, one go-redis v9 client shared by every contender: ratekit, the libraries that")
+	p("  take a go-redis client, and the baselines. The client is built as README.md's quick start builds")
+	p("  it, `ContextTimeoutEnabled: true` and `MaxRetries: -1`, with `PoolSize` 256. Limits are per minute, the same")
 	p("  rate for everyone: %s per minute in the throughput runs, so that the allowing path is what is", figures.Thousands(float64(benchLimit)))
 	p("  measured (denials are still counted and shown), and %d per minute in the exactness check.", exactLimit)
 	p("- Cases: %s goroutines, each on one hot key and on %s keys (distinct identities, keys taken in", joinInts(goroutineCounts), figures.Thousands(manyKeys))
-	p("  turn, so concurrent calls hit different keys). Every contender has keys of its own.")
+	p("  turn, so concurrent calls hit different keys). Every contender has keys of its own. The identities")
+	p("  are client addresses, `%s` on the hot key and `ip:10.x.y.z` on the others, as the middleware", hotIdentity)
+	p("  row's `keyfuncs.IP` finds them in `RemoteAddr`.")
 	if o.quick {
 		p("- Quick mode: each run makes goroutines + %d decisions.", quickExtra)
 	} else {
@@ -87,10 +97,19 @@ func (rep *report) write(out io.Writer) error {
 	p("  are of every call's latency in the run. allocs/decision is the heap allocations of the whole")
 	p("  process during the run (`runtime.MemStats.Mallocs`) over the calls made; the measuring loop")
 	p("  itself allocates nothing, but go-redis's and the runtime's background work is included.")
+	p("- Redis's cost: before and after each run the program reads redis-server's `INFO commandstats` and")
+	p("  `INFO stats` (through a client of its own) and its CPU time from `/proc/<pid>/stat`; the")
+	p("  differences over the run's calls are the cost per decision (see \"Redis's cost per decision\").")
+	if o.latency > 0 {
+		p("- A second pass (\"Through a network\") runs fewer contenders through an in-process toxiproxy")
+		p("  that adds %v each way between the client and redis-server, in %d round%s.", o.latency, rep.network.rounds, plural(rep.network.rounds))
+	}
 	p("- Fixture checks, which stop the program when they fail: each key set holds exactly 1 or %s", figures.Thousands(manyKeys))
 	p("  distinct keys; every planned call is made and counted as allowed, denied or error; the baselines")
 	p("  never fail; and, before anything is measured, each limiter under a limit of 3 per minute")
-	p("  admits exactly 3 of 5 calls on a fresh key, so allowed and denied are read the right way round.")
+	p("  admits exactly 3 of 5 calls on a fresh key, so allowed and denied are read the right way round,")
+	p("  and each ratekit row, through a store, a Limiter or the middleware, writes its state under the")
+	p("  key a Limiter builds, prefix + rule + `:{` + identity + `}`.")
 	p("")
 
 	p("## Contenders")
@@ -109,30 +128,13 @@ func (rep *report) write(out io.Writer) error {
 
 	p("## Decisions/s as a multiple of the bare script")
 	p("")
-	p("Median over rounds of (contender's decisions/s) / (bare INCR+PEXPIRE script's decisions/s), same case,")
-	p("same round. Above 1 is faster than the bare script.")
-	p("")
-	header := "| contender |"
-	sep := "|---|"
-	for _, bc := range rep.cases {
-		header += " " + bc.String() + " |"
-		sep += "---:|"
-	}
-	p("%s", header)
-	p("%s", sep)
-	for ci, c := range cs {
-		row := "| " + c.name + " |"
-		for k := range rep.cases {
-			row += " " + ratio(rep.bench.cells[k][ci].summary().vsBare) + " |"
-		}
-		p("%s", row)
-	}
-	p("")
-
+	ratioTable(p, rep.bench)
+	costSection(p, rep.bench)
 	p("## Each case")
 	p("")
 	p("× bare: decisions/s over the bare script's (higher is faster); p50 × bare: median latency over the")
 	p("bare script's (lower is faster); both medians of per-round ratios. calls: all calls over all rounds.")
+	p("script µs to bytes: redis-server's cost per decision, as in \"Redis's cost per decision\" above.")
 	for k, bc := range rep.cases {
 		p("")
 		keys := "one hot key"
@@ -141,12 +143,12 @@ func (rep *report) write(out io.Writer) error {
 		}
 		p("### %s, %d goroutine%s", keys, bc.g, plural(bc.g))
 		p("")
-		p("| contender | decisions/s | × bare | p50 | p99 | p50 × bare | allocs/decision | calls | denied | errors |")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		p("| contender | decisions/s | × bare | p50 | p99 | p50 × bare | allocs/decision | calls | denied | errors | %s |", costColumns)
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s", strings.Repeat("---:|", 6))
 		for ci, c := range cs {
 			s := rep.bench.cells[k][ci].summary()
-			p("| %s | %s | %s | %s | %s | %s | %.1f | %s | %d | %d |", c.name, figures.Thousands(s.perSecond), ratio(s.vsBare),
-				figures.Dur(s.p50), figures.Dur(s.p99), ratio(s.p50VsBare), s.allocs, figures.Thousands(float64(s.decisions)), s.denied, s.errors)
+			p("| %s | %s | %s | %s | %s | %s | %.1f | %s | %d | %d |%s", c.name, figures.Thousands(s.perSecond), ratio(s.vsBare),
+				figures.Dur(s.p50), figures.Dur(s.p99), ratio(s.p50VsBare), s.allocs, figures.Thousands(float64(s.decisions)), s.denied, s.errors, costCells(s))
 		}
 	}
 	p("")
@@ -205,54 +207,6 @@ func (rep *report) write(out io.Writer) error {
 	return w.Flush()
 }
 
-// headline writes ratekit's GCRA against the bare script, case by case: the
-// figures to quote.
-func (rep *report) headline(p func(string, ...any)) {
-	cs := rep.bench.contenders
-	gcra := -1
-	for ci, c := range cs {
-		if c.kind == kindRatekit && c.algorithm == "gcra" {
-			gcra = ci
-			break
-		}
-	}
-	if gcra < 0 {
-		return
-	}
-	p("## Headline: ratekit GCRA against the bare script")
-	p("")
-	p("ratekit's default algorithm, one `RedisStore.AllowN` call per decision, as a multiple of the bare")
-	p("INCR+PEXPIRE script through the same client (medians of per-round ratios; see below for the rest).")
-	p("For decisions/s above 1 is faster than the bare script; for latency above 1 is slower. In")
-	p("brackets, the lowest and highest of the %d per-round ratios: how much the machine's noise moved them.", rep.opts.rounds)
-	p("")
-	header, sep := "| |", "|---|"
-	for _, g := range goroutineCounts {
-		header += fmt.Sprintf(" %d goroutine%s |", g, plural(g))
-		sep += "---:|"
-	}
-	p("%s", header)
-	p("%s", sep)
-	for _, kc := range keyCases {
-		what := "one hot key"
-		if kc.count > 1 {
-			what = figures.Thousands(float64(kc.count)) + " keys"
-		}
-		tput, lat := "| decisions/s, "+what+" |", "| p50 latency, "+what+" |"
-		for k, bc := range rep.cases {
-			if bc.keys != kc {
-				continue
-			}
-			s := rep.bench.cells[k][gcra].summary()
-			tput += fmt.Sprintf(" %s (%.2f–%.2f) |", ratio(s.vsBare), s.vsBareLow, s.vsBareHigh)
-			lat += fmt.Sprintf(" %s (%.2f–%.2f) |", ratio(s.p50VsBare), s.p50VsBareLow, s.p50VsBareHigh)
-		}
-		p("%s", tput)
-		p("%s", lat)
-	}
-	p("")
-}
-
 // endToEnd writes the end-to-end section carried over from the previous
 // report, or, when there was none, its markers around a pointer to the
 // program that fills them.
@@ -269,7 +223,8 @@ func (rep *report) endToEnd(w *bufio.Writer) {
 var notes = []string{
 	"Every library is used through its documented entry point with its defaults, except where a " +
 		"setting makes the comparison like for like: one shared client with a pool of 256 " +
-		"connections wherever a library takes a go-redis client (all of them here), and " +
+		"connections wherever a library takes a go-redis client (all of them here), built as " +
+		"README.md's quick start builds it (`ContextTimeoutEnabled: true`, `MaxRetries: -1`), and " +
 		"`FallbackDisabled` for httprate-redis, so that its Redis errors are counted instead of " +
 		"being answered by a local in-memory counter.",
 	"httprate's decision call, `OnLimit`, takes an `http.ResponseWriter` and an `*http.Request` and " +
@@ -287,10 +242,24 @@ var notes = []string{
 		"example, so the first call for a key creates one (allocations in the first round on 100k keys).",
 	"ulule/limiter's window starts at a key's first hit (`INCRBY`, then `PEXPIRE` on the first), so " +
 		"it is a fixed window per key, not aligned to the clock; it counts denied calls too.",
-	"ratekit gcra batching is GCRA through `core.NewRedisStore(client)` as it ships, batching by " +
-		"default (the other ratekit rows are `core.WithoutBatching()`, one command a call): calls that " +
-		"arrive while every pipeline slot is busy share the next pipeline. It pays with many calls in " +
-		"flight; a lone caller goes out at once, as without it.",
+	"The rows named after an algorithm alone (ratekit gcra, fixed, sliding-log, sliding-counter) are " +
+		"the stores as they ship: `core.NewRedisStore(client)`, which batches by default for a " +
+		"`*redis.Client`: calls that arrive while every pipeline slot is busy share the next pipeline, " +
+		"and calls of one limit in a pipeline share one script call. It pays with many calls in " +
+		"flight; a lone caller goes out at once, as without it. The unbatched rows " +
+		"(`core.WithoutBatching()`) make one script call per decision: they show the scripts' own cost.",
+	"ratekit Limiter.Check is a decision as every middleware makes it: `Limiter.Check` with one rule " +
+		"(GCRA) over the store as it ships, with the Limiter's deadline, breaker and denied-key " +
+		"cache, failing closed so that a Redis failure is counted as an error, not answered locally. " +
+		"Its deadline is 1 s instead of the default 50 ms: on a few shared CPUs scheduling stalls alone " +
+		"pass 50 ms at hundreds of goroutines, and each deadline hit closes its connection " +
+		"(`ContextTimeoutEnabled`), which costs more stalls; the middleware row's Limiter is the same. " +
+		"Its keys are those the Limiter builds, prefix + rule + \":{\" + identity + \"}\", as for every ratekit row.",
+	"ratekit net/http+leasing serves each decision through the net/http middleware (`nethttp.New`, " +
+		"identity from the client's address by `keyfuncs.IP`, every rate-limit header written) in front " +
+		"of a handler that only answers 200, over a Limiter over `core.NewLeasingStore`, called in " +
+		"process with `ServeHTTP`: what an application pays per request for the limit, less the HTTP " +
+		"server. Its exactness bound is the leasing row's.",
 	"ratekit gcra leasing is the default GCRA through `core.NewLeasingStore`: a key that saw two or " +
 		"more decisions in the current or previous 100 ms takes up to 1/64 of the limit's capacity (at " +
 		"most 1024 units, and no more than its demand in those 100 ms) per Redis call and spends them " +
@@ -316,16 +285,9 @@ var notes = []string{
 // failure returns an error if ratekit failed a check that is not about
 // timings: an error in any call, or more admitted than the limit allows.
 func (rep *report) failure() error {
-	var errs []error
-	for ci, c := range rep.bench.contenders {
-		if c.kind != kindRatekit {
-			continue
-		}
-		for k, bc := range rep.cases {
-			if s := rep.bench.cells[k][ci].summary(); s.errors > 0 {
-				errs = append(errs, fmt.Errorf("%s, %v: %d errors: %w", c.name, bc, s.errors, s.firstErr))
-			}
-		}
+	errs := ratekitErrors(rep.bench, "")
+	if rep.network != nil {
+		errs = append(errs, ratekitErrors(rep.network.bench, "network pass: ")...)
 	}
 	for _, r := range rep.exact {
 		if r.c.kind == kindRatekit && (r.errors > 0 || r.allowed > r.bound || r.attempts >= r.bound && r.allowed < r.floor) {
@@ -334,6 +296,23 @@ func (rep *report) failure() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ratekitErrors returns an error for each case in which a ratekit
+// contender of res had errors, each starting with pass.
+func ratekitErrors(res *benchResults, pass string) []error {
+	var errs []error
+	for ci, c := range res.contenders {
+		if c.kind != kindRatekit {
+			continue
+		}
+		for k, bc := range res.cases {
+			if s := res.cells[k][ci].summary(); s.errors > 0 {
+				errs = append(errs, fmt.Errorf("%s%s, %v: %d errors: %w", pass, c.name, bc, s.errors, s.firstErr))
+			}
+		}
+	}
+	return errs
 }
 
 // moduleVersions maps module paths to the versions built into this binary.

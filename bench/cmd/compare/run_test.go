@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratekit/ratekit/bench/internal/figures"
+	"github.com/ratekit/ratekit/bench/internal/redisproc"
 )
 
 // The measuring loop must not allocate, or it would count against every
@@ -110,4 +114,107 @@ func mustKey(t *testing.T, c contender, id string) string {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// Against a real redis-server: every contender, the Limiter and middleware
+// paths among them, admits 3 of 5 calls under a limit of 3, and ratekit's
+// rows write their state under the keys keyFor gives them.
+func TestSelfCheckOfEveryContender(t *testing.T) {
+	srv, err := redisproc.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	client := newClient(srv.Addr, 8)
+	defer client.Close()
+	if err := selfCheck(context.Background(), client, contenders()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The shared client is built as README.md's quick start builds it.
+func TestClientAsTheQuickStart(t *testing.T) {
+	c := newClient("127.0.0.1:1", 256)
+	defer c.Close()
+	o := c.Options()
+	// go-redis keeps MaxRetries -1 as 0, no retry (its default is 3)
+	if !o.ContextTimeoutEnabled || o.MaxRetries != 0 || o.PoolSize != 256 {
+		t.Errorf("ContextTimeoutEnabled %v, MaxRetries %d, PoolSize %d; want true, 0 (from -1), 256", o.ContextTimeoutEnabled, o.MaxRetries, o.PoolSize)
+	}
+}
+
+func TestIdentityOf(t *testing.T) {
+	for _, c := range contenders() {
+		if c.kind != kindRatekit {
+			continue
+		}
+		if id := identityOf(mustKey(t, c, "ip:10.0.0.1")); id != "ip:10.0.0.1" {
+			t.Errorf("%s: identity %q", c.name, id)
+		}
+	}
+}
+
+func TestNetworkContenders(t *testing.T) {
+	cs, err := networkContenders(contenders())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cs {
+		if c.name != networkNames[i] {
+			t.Errorf("network contender %d is %q, want %q", i, c.name, networkNames[i])
+		}
+	}
+	if len(cs) != len(networkNames) {
+		t.Errorf("%d network contenders, want %d", len(cs), len(networkNames))
+	}
+	if _, err := networkContenders(contenders()[:3]); err == nil {
+		t.Error("no error for a missing contender")
+	}
+}
+
+// fakeResults returns results of one round on every case, where contender
+// i made perSecond[i] decisions/s, except on one hot key at 64 goroutines,
+// where it made hot64[i].
+func fakeResults(names []string, perSecond, hot64 []float64) *benchResults {
+	res := &benchResults{cases: cases()}
+	for _, n := range names {
+		res.contenders = append(res.contenders, contender{name: n})
+	}
+	for _, bc := range res.cases {
+		var row []*cell
+		for i := range names {
+			ps := perSecond[i]
+			if bc.keys.count == 1 && bc.g == 64 {
+				ps = hot64[i]
+			}
+			row = append(row, &cell{runs: []runResult{{n: 1, perSecond: ps}}})
+		}
+		res.cells = append(res.cells, row)
+	}
+	return res
+}
+
+func TestBarsMarkWhatMisses(t *testing.T) {
+	names := []string{gcraName, redisRateName, clockName, middlewareName, bareName}
+	// GCRA beats redis_rate everywhere, misses the clock floor (0.9×) on
+	// the hot key at 64; the middleware is 20× the bare script there and
+	// 2× elsewhere, where its bar does not hold
+	res := fakeResults(names, []float64{100, 90, 100, 200, 100}, []float64{90, 80, 100, 2000, 100})
+	got := misses(res)
+	want := []string{gcraName + " ÷ " + clockName + ", hot g=64: 0.90×"}
+	if len(got) != 1 || got[0] != want[0] {
+		t.Errorf("misses = %q, want %q", got, want)
+	}
+	var out strings.Builder
+	writeBars(func(f string, a ...any) { fmt.Fprintf(&out, f+"\n", a...) }, res)
+	if n := strings.Count(out.String(), " miss**"); n != 1 {
+		t.Errorf("%d cells marked, want 1:\n%s", n, out.String())
+	}
+	if strings.Contains(out.String(), ululeName) {
+		t.Errorf("a bar of a contender not in the results:\n%s", out.String())
+	}
 }

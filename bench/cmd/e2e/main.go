@@ -40,6 +40,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/bench/internal/mdsection"
+	"github.com/ratekit/ratekit/bench/internal/proccpu"
 	"github.com/ratekit/ratekit/bench/internal/redisproc"
 )
 
@@ -347,14 +348,14 @@ func measureFramework(ctx context.Context, o options, fw string, bins binaries, 
 				return run{}, err
 			}
 		}
-		app0, appOK := procCPU(a.cmd.Process.Pid)
-		redis0, redisOK := procCPU(srv.Pid())
+		app0, appOK := proccpu.CPU(a.cmd.Process.Pid)
+		redis0, redisOK := proccpu.CPU(srv.Pid())
 		w, out, err := runWrk(ctx, o.wrk, a.url+"/", d)
 		if err != nil {
 			return run{}, fmt.Errorf("%s: %w", a.name, err)
 		}
-		app1, appOK1 := procCPU(a.cmd.Process.Pid)
-		redis1, redisOK1 := procCPU(srv.Pid())
+		app1, appOK1 := proccpu.CPU(a.cmd.Process.Pid)
+		redis1, redisOK1 := proccpu.CPU(srv.Pid())
 		calls1, time1, err := scriptStats(ctx, stats)
 		if err != nil {
 			return run{}, err

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package proccpu
 
 import (
 	"os"
@@ -17,7 +17,7 @@ func TestParseProcStat(t *testing.T) {
 	if _, ok := parseProcStat("garbage"); ok {
 		t.Error("parsed garbage")
 	}
-	if _, ok := procCPU(os.Getpid()); !ok {
+	if _, ok := CPU(os.Getpid()); !ok {
 		t.Error("cannot read this process's CPU time")
 	}
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package proccpu
 
 import (
 	"os"
@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// procCPU returns the CPU time (user and system) process pid has used, from
+// CPU returns the CPU time (user and system) process pid has used, from
 // /proc/<pid>/stat; ok is false when it cannot be read.
-func procCPU(pid int) (cpu time.Duration, ok bool) {
+func CPU(pid int) (cpu time.Duration, ok bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, false

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/nethttp"
+)
+
+// ruleName is the name of the one rule of the contenders that go through a
+// Limiter; keyFor puts it in every ratekit key, as a Limiter does.
+const ruleName = "api"
+
+// Identities of the fixture: the hot key's, the self-check's and the
+// exactness check's. They are client addresses (TEST-NET-1), as the
+// middleware contender finds them in a request; the 100,000 keys' are
+// ip:10.x.y.z.
+const (
+	hotIdentity   = "ip:192.0.2.1"
+	checkIdentity = "ip:192.0.2.2"
+	exactIdentity = "ip:192.0.2.3"
+)
+
+// identityOf returns the identity in a key that keyFor built for a ratekit
+// contender: what lies between the braces of the hash tag.
+func identityOf(key string) string {
+	i := strings.IndexByte(key, '{')
+	return key[i+1 : len(key)-1]
+}
+
+// limiterTimeout is the deadline of the Limiter contenders' store calls:
+// longer than the default 50 ms, which on a machine whose few CPUs the
+// clients, redis-server (and the network pass's proxy) share, scheduling
+// stalls alone can pass; each deadline hit also closes its connection
+// (ContextTimeoutEnabled), and the new connections cost more stalls.
+const limiterTimeout = time.Second
+
+// newLimiter returns a Limiter over store whose keys are those keyFor
+// gives contender name. It fails closed, so that a Redis failure counts as
+// an error instead of being answered by the local fallback.
+func newLimiter(name string, store core.Store) (*core.Limiter, error) {
+	return core.NewLimiter(store, core.WithPrefix(prefixOf(name)),
+		core.WithFailurePolicy(core.FailClosed), core.WithTimeout(limiterTimeout))
+}
+
+// identityHeader is where identityRequest holds its identity.
+const identityHeader = "X-Identity"
+
+// identityRequest is the least core.Request a Limiter needs: its identity,
+// in a header, for the rule's key function.
+type identityRequest struct {
+	ctx      context.Context
+	identity string
+}
+
+func (r *identityRequest) Context() context.Context { return r.ctx }
+func (r *identityRequest) Method() string           { return http.MethodGet }
+func (r *identityRequest) Path() string             { return "/" }
+func (r *identityRequest) Route() string            { return "" }
+func (r *identityRequest) Header(name string) string {
+	if name == identityHeader {
+		return r.identity
+	}
+	return ""
+}
+func (r *identityRequest) HeaderValues(string) []string { return nil }
+func (r *identityRequest) Query(string) string          { return "" }
+func (r *identityRequest) RemoteAddr() string           { return "" }
+
+// identityKey is the Limiter contender's key function.
+func identityKey(r core.Request) (string, error) {
+	if id := r.Header(identityHeader); id != "" {
+		return id, nil
+	}
+	return "", core.ErrNoIdentity
+}
+
+// limiterContender is GCRA as every middleware decides it: Limiter.Check
+// with one rule over the RedisStore as it ships.
+func limiterContender() contender {
+	return contender{
+		name: limiterName, module: "github.com/ratekit/ratekit",
+		algorithm: "gcra, through a Limiter", kind: kindRatekit, refills: true,
+		setup: "`core.NewLimiter(core.NewRedisStore(client), core.WithPrefix(prefix), core.WithFailurePolicy(core.FailClosed), core.WithTimeout(time.Second))`; " +
+			"`limiter.Check(ctx, req, []core.Rule{{Name: \"api\", Limit: core.PerMinute(n), Key: identity}})`, the request a reused `core.Request` holding the identity",
+		open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
+			store, err := core.NewRedisStore(client)
+			if err != nil {
+				return nil, err
+			}
+			lim, err := newLimiter(limiterName, store)
+			if err != nil {
+				return nil, err
+			}
+			rules := []core.Rule{{Name: ruleName, Limit: core.PerMinute(limit), Key: identityKey}}
+			if err := core.ValidateRules(rules); err != nil {
+				return nil, err
+			}
+			return func() decideFunc {
+				req := &identityRequest{ctx: ctx}
+				return func(key string) (bool, error) {
+					req.identity = identityOf(key)
+					d, err := lim.Check(ctx, req, rules)
+					if err != nil {
+						return false, err
+					}
+					return d.Allowed, nil
+				}
+			}, nil
+		},
+	}
+}
+
+// middlewareContender is a decision as an application serves it: the
+// net/http middleware, keyed by the client's address, over a Limiter over
+// hot-key leasing, in front of a handler that only answers 200. It is
+// called in process: ServeHTTP on a request and a writer each goroutine
+// reuses.
+func middlewareContender() contender {
+	return contender{
+		name: middlewareName, module: "github.com/ratekit/ratekit",
+		algorithm: "gcra, net/http middleware over hot-key leasing", kind: kindRatekit, refills: true, overshoot: exactLeaseSize - 1,
+		setup: "`nethttp.New(limiter, []core.Rule{{Name: \"api\", Limit: core.PerMinute(n), Key: keyfuncs.IP()}})` around a handler that writes 200, " +
+			"`limiter` as for Limiter.Check but over `core.NewLeasingStore(core.NewRedisStore(client))`; " +
+			"`ServeHTTP` in process, on a reused `*http.Request` whose `RemoteAddr` is the key's address, and a minimal `ResponseWriter`",
+		open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
+			h, err := newLimitedHandler(client, limit)
+			if err != nil {
+				return nil, err
+			}
+			return func() decideFunc {
+				r := httptest.NewRequest(http.MethodGet, "/", nil).WithContext(ctx)
+				w := &statusWriter{header: make(http.Header)}
+				return func(key string) (bool, error) {
+					r.RemoteAddr = strings.TrimPrefix(identityOf(key), "ip:")
+					clear(w.header) // a fresh response's header, without a new map
+					w.status = 0
+					h.ServeHTTP(w, r)
+					switch w.status {
+					case http.StatusOK:
+						return true, nil
+					case http.StatusTooManyRequests:
+						return false, nil
+					default:
+						return false, fmt.Errorf("the middleware answered %d", w.status)
+					}
+				}
+			}, nil
+		},
+	}
+}
+
+// newLimitedHandler returns the middleware contender's handler.
+func newLimitedHandler(client *redis.Client, limit int) (http.Handler, error) {
+	shared, err := core.NewRedisStore(client)
+	if err != nil {
+		return nil, err
+	}
+	leasing, err := core.NewLeasingStore(shared)
+	if err != nil {
+		return nil, err
+	}
+	lim, err := newLimiter(middlewareName, leasing)
+	if err != nil {
+		return nil, err
+	}
+	ip, err := keyfuncs.IP()
+	if err != nil {
+		return nil, err
+	}
+	mw, err := nethttp.New(lim, []core.Rule{{Name: ruleName, Limit: core.PerMinute(limit), Key: ip}})
+	if err != nil {
+		return nil, err
+	}
+	return mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })), nil
+}
+
+// statusWriter is the least http.ResponseWriter: it keeps the header and
+// the status, and drops the body.
+type statusWriter struct {
+	header http.Header
+	status int
+}
+
+func (w *statusWriter) Header() http.Header { return w.header }
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return len(b), nil
+}
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
