@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ratekit/ratekit/bench/internal/proccpu"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -144,6 +145,6 @@ func snap(ctx context.Context, client *redis.Client, pid int) (snapshot, error) 
 	if err != nil {
 		return snapshot{}, err
 	}
-	s.cpu, s.cpuOK = procCPU(pid)
+	s.cpu, s.cpuOK = proccpu.CPU(pid)
 	return s, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"github.com/ratekit/ratekit/bench/internal/proccpu"
 	"io"
 	"runtime"
 	"strings"
@@ -88,7 +89,7 @@ func (r *report) method(p *printer) {
 	p.f(sections[0])
 	p.f("")
 	model := ""
-	if m := cpuModel(); m != "" {
+	if m := proccpu.Model(); m != "" {
 		model = ", " + m
 	}
 	p.f("- Machine: %d CPUs (%s/%s%s), redis-server %s on loopback (io-threads %s), started by the", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, model, r.redisVersion, r.ioThreads)
@@ -109,7 +110,7 @@ func (r *report) method(p *printer) {
 	p.f("  exceeds that, and the table shows the denied share (a denial skips the log's ZADD).")
 	p.f("- Around each run the program reads `INFO stats commandstats` twice before (the second to learn")
 	p.f("  what the INFO call itself adds, which is taken off) and once after, and redis-server's utime+stime")
-	p.f("  from `/proc/<pid>/stat` (in ticks of %v: a run's CPU is known to ±%v).", cpuTick, cpuTick)
+	p.f("  from `/proc/<pid>/stat` (in ticks of %v: a run's CPU is known to ±%v).", proccpu.Tick, proccpu.Tick)
 	p.f("- Columns: *process CPU* is redis-server's CPU time per decision: command execution, protocol")
 	p.f("  parsing, I/O and event loop; it is what bounds a master, and what every plan below uses. *script")
 	p.f("  µs* is the usec of the script commands (EVALSHA, EVAL) in commandstats: execution alone. *script")

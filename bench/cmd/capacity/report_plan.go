@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/ratekit/ratekit/bench/internal/proccpu"
 	"math"
 	"time"
 
@@ -141,7 +142,7 @@ func (r *report) leasedCPU(p *printer, li int) {
 		return
 	}
 	p.f("- measured directly: the server's CPU time over the run (%s, %s decisions) stayed within one clock tick", id(li), figures.Thousands(n))
-	p.f("  of %v, under %.4f µs per decision: too coarse to plan with, so the derived cap is the one to use.", cpuTick, float64(cpuTick/time.Microsecond)/n)
+	p.f("  of %v, under %.4f µs per decision: too coarse to plan with, so the derived cap is the one to use.", proccpu.Tick, float64(proccpu.Tick/time.Microsecond)/n)
 }
 
 func capOf(us float64) string {

@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/ratekit/ratekit/bench/internal/proccpu"
 	"io"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -46,7 +46,7 @@ func (rep *report) write(out io.Writer) error {
 		o.cmdline, rep.started.UTC().Format("2006-01-02 15:04 MST"), rep.finished.Sub(rep.started).Round(time.Second))
 	p("")
 	machine := fmt.Sprintf("%s/%s, %d CPUs (GOMAXPROCS %d)", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0))
-	if m := cpuModel(); m != "" {
+	if m := proccpu.Model(); m != "" {
 		machine += ", " + m
 	}
 	p("Machine: %s; %s; redis-server %s on loopback, started by the program, no persistence, sharing the CPUs with the clients.", machine, runtime.Version(), rep.redisVersion)
@@ -328,19 +328,6 @@ func moduleVersions() map[string]string {
 		}
 	}
 	return v
-}
-
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 func ratio(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) + "×" }

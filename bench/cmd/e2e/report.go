@@ -2,8 +2,8 @@ package main
 
 import (
 	"fmt"
+	"github.com/ratekit/ratekit/bench/internal/proccpu"
 	"net/http"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -103,7 +103,7 @@ func (rep *report) markdown() string {
 		rep.started.UTC().Format("2006-01-02 15:04 MST"), rep.finished.Sub(rep.started).Round(time.Second))
 	p("")
 	machine := fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
-	if m := cpuModel(); m != "" {
+	if m := proccpu.Model(); m != "" {
 		machine += ", " + m
 	}
 	p("Machine: %s; %s; %s; redis-server %s. wrk, the app under test and redis-server share the CPUs.",
@@ -241,19 +241,6 @@ func (rep *report) markdown() string {
 	}
 	p("%s", mdsection.End)
 	return b.String()
-}
-
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 // The rows of the example app: as it ships (batching on) and with
