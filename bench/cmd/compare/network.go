@@ -59,6 +59,8 @@ func networkPass(ctx context.Context, addr string, cs []contender, o options, m 
 	progress("network pass: %v each way through a proxy on %s", o.latency, proxy.Addr())
 	client := newClient(proxy.Addr(), 256)
 	defer client.Close()
+	defer func(d time.Duration) { limiterTimeout = d }(limiterTimeout)
+	limiterTimeout = networkLimiterTimeout
 	no := o
 	no.rounds = max(1, min(o.rounds, o.latencyRounds))
 	res, err := measure(ctx, client, ncs, no, m)

@@ -251,8 +251,9 @@ var notes = []string{
 	"ratekit Limiter.Check is a decision as every middleware makes it: `Limiter.Check` with one rule " +
 		"(GCRA) over the store as it ships, with the Limiter's deadline, breaker and denied-key " +
 		"cache, failing closed so that a Redis failure is counted as an error, not answered locally. " +
-		"Its deadline is 1 s instead of the default 50 ms: on a few shared CPUs scheduling stalls alone " +
-		"pass 50 ms at hundreds of goroutines, and each deadline hit closes its connection " +
+		"Its deadline is the default, 50 ms, except in the network pass, where it is 1 s: there the " +
+		"in-process proxy, sharing a few CPUs with the clients and redis-server, queues calls past " +
+		"50 ms at hundreds of goroutines, and each deadline hit closes its connection " +
 		"(`ContextTimeoutEnabled`), which costs more stalls; the middleware row's Limiter is the same. " +
 		"Its keys are those the Limiter builds, prefix + rule + \":{\" + identity + \"}\", as for every ratekit row.",
 	"ratekit net/http+leasing serves each decision through the net/http middleware (`nethttp.New`, " +
