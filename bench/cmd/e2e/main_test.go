@@ -22,11 +22,11 @@ func TestParseScriptStats(t *testing.T) {
 
 func TestCheckProbes(t *testing.T) {
 	limited := http.Header{}
-	limited.Set("X-RateLimit-Limit", "1000000000")
-	limited.Set("X-RateLimit-Remaining", "999999999")
+	limited.Set("X-RateLimit-Limit", "60000000")
+	limited.Set("X-RateLimit-Remaining", "59999999")
 	limited.Set("X-RateLimit-Reset", "1")
-	limited.Set("RateLimit-Policy", `"default";q=1000000000;w=60`)
-	limited.Set("RateLimit", `"default";r=999999999;t=1`)
+	limited.Set("RateLimit-Policy", `"default";q=60000000;w=60`)
+	limited.Set("RateLimit", `"default";r=59999999;t=1`)
 	ex := probe{status: 200, header: limited, body: "hello from gin\n"}
 	base := probe{status: 200, header: http.Header{}, body: "hello from gin\n"}
 	if err := checkProbes(ex, base); err != nil {
@@ -66,7 +66,7 @@ func TestMarkdownIsOneSection(t *testing.T) {
 	}
 	ms := time.Millisecond
 	hdr := http.Header{}
-	hdr.Set("X-RateLimit-Limit", "1000000000")
+	hdr.Set("X-RateLimit-Limit", "60000000")
 	rep := &report{
 		opts:    options{rounds: 3, duration: 10 * time.Second, minRatio: 0.9, algorithm: "gcra", wrk: wrkSettings{threads: 2, connections: 64, timeout: 5 * time.Second}},
 		started: time.Now(), finished: time.Now(),
