@@ -87,7 +87,7 @@ func TestLeasingBound(t *testing.T) {
 }
 
 // TestLeaseSize checks the lease size the store reports and takes: 1/64 of
-// the limit's capacity by default, at most 1024, 1 (no lease) under 128,
+// the limit's capacity by default, at most 65,536, 1 (no lease) under 128,
 // and a set size capped by the capacity; a hot key's leases come to that
 // size, and a limit too small to lease sends every unit to the shared
 // store.
@@ -103,7 +103,8 @@ func TestLeaseSize(t *testing.T) {
 		{def, core.PerMinute(1000), 15},
 		{def, core.PerSecond(127), 1},
 		{def, core.PerSecond(10).WithBurst(640), 10},
-		{def, core.PerSecond(1_000_000), 1024},
+		{def, core.PerSecond(1_000_000), 15625},
+		{def, core.PerMinute(60_000_000), 65536},
 		{set, core.PerSecond(6400), 16},
 		{set, core.PerSecond(10), 10},
 	} {

@@ -166,7 +166,7 @@ func contenders() []contender {
 		ratekitContender(core.GCRA, false, true, true),
 		ratekitContender(core.FixedWindow, true, false, true),
 		ratekitStoreContender(leasingName, "gcra, hot-key leasing",
-			"`core.NewLeasingStore(core.NewRedisStore(client))` (defaults: leases of 1/64 of the limit's capacity, at most 1024 units, held 100ms)", exactLeaseSize-1,
+			"`core.NewLeasingStore(core.NewRedisStore(client))` (defaults: leases of 1/64 of the limit's capacity, at most 65,536 units, held 100ms)", exactLeaseSize-1,
 			func(client *redis.Client) (core.Store, error) {
 				shared, err := core.NewRedisStore(client)
 				if err != nil {

@@ -263,7 +263,7 @@ var notes = []string{
 		"server. Its exactness bound is the leasing row's.",
 	"ratekit gcra leasing is the default GCRA through `core.NewLeasingStore`: a key that saw two or " +
 		"more decisions in the current or previous 100 ms takes up to 1/64 of the limit's capacity (at " +
-		"most 1024 units, and no more than its demand in those 100 ms) per Redis call and spends them " +
+		"most 65,536 units, and no more than its demand in those 100 ms) per Redis call and spends them " +
 		"locally, so on the hot key most decisions make no round trip at all, and it outruns the " +
 		"bare script by design. The price is its documented overshoot, which the exactness check " +
 		"allows for; on 100,000 keys each key is cold and every decision passes through.",
