@@ -169,5 +169,5 @@ func ExampleLeasingStore_LeaseSize() {
 	// Output:
 	// 100 per 1s (gcra, burst 100): leases of 1, at most 100 per window
 	// 6400 per 1m0s (gcra, burst 6400): leases of 100, at most 6796 per window
-	// 1000000 per 1s (gcra, burst 1000000): leases of 1024, at most 1004092 per window
+	// 1000000 per 1s (gcra, burst 1000000): leases of 15625, at most 1062496 per window
 }
