@@ -65,8 +65,7 @@ func singleSource(limit Limit) string {
 	case limit.Algorithm == GCRA:
 		return gcraConstants(limit) + readScript("gcra_single.lua")
 	case singleIntReply(limit):
-		return fmt.Sprintf("local rate, period = %d, %d\n", limit.Rate, limit.Period.Milliseconds()) +
-			readScript("fixed_single.lua")
+		return fixedConstants(limit) + readScript("fixed_single.lua")
 	}
 	name := algorithmFiles[limit.Algorithm]
 	return readScript(name+".lua") + "\n" +
@@ -91,13 +90,23 @@ func singleIntReply(limit Limit) bool {
 }
 
 // manySource assembles the script that decides several one-key calls under
-// limit in one script call, for a batching store, or "" if limit's
-// algorithm has none: gcra_many.lua, for GCRA.
+// limit in one script call, for a batching store, or "" if limit's one-key
+// script has none: gcra_many.lua for GCRA, fixed_many.lua for the fixed
+// windows that fixed_single.lua decides.
 func manySource(limit Limit) string {
-	if limit.Algorithm != GCRA {
-		return ""
+	switch {
+	case limit.Algorithm == GCRA:
+		return gcraConstants(limit) + readScript("gcra_many.lua")
+	case singleIntReply(limit):
+		return fixedConstants(limit) + readScript("fixed_many.lua")
 	}
-	return gcraConstants(limit) + readScript("gcra_many.lua")
+	return ""
+}
+
+// fixedConstants is the line that binds a fixed window's rate and period
+// in ms for fixed_single.lua and fixed_many.lua.
+func fixedConstants(limit Limit) string {
+	return fmt.Sprintf("local rate, period = %d, %d\n", limit.Rate, limit.Period.Milliseconds())
 }
 
 // gcraConstants is the line that binds a GCRA limit's parameters for
