@@ -195,7 +195,8 @@ type Result struct {
 	// exceeds the limit's capacity, so no wait will help.
 	//
 	// Example: 100 per minute in fixed windows, the window full and 20s
-	// left in it: RetryAfter is 20s.
+	// left in it: RetryAfter is 20s (a fixed window counts whole ms of the
+	// store's clock: 19.999001s, see [FixedWindow]).
 	RetryAfter time.Duration
 	// ResetAfter is how long until the key is back to its full capacity if
 	// nothing more is spent. Example: GCRA 60 per minute, burst 60, with 45

@@ -1,7 +1,9 @@
 -- fixed_single: decides one key under one fixed-window limit, written out in
 -- full like gcra_single.lua (no tables, no closures, no string reply), with
--- the same decision and writes as fixed_check and fixed_commit in
--- fixed.lua; the twin and conformance tests hold both to the MemoryStore.
+-- the same decision as fixed_check in fixed.lua and the same writes as
+-- fixed_commit (but that a denial also rewrites an earlier version's hash
+-- as a counter); the twin and conformance tests hold both to the
+-- MemoryStore.
 -- Loaded after a line that binds the limit's rate and period in ms as
 -- constants: one script per distinct limit whose replies fit (see below).
 --
@@ -10,8 +12,8 @@
 -- ARGV[1]: n, the cost in units (integer >= 1); absent for 1, which spares
 --   Redis an argument to read and convert (about 5% of the call's cost).
 -- Reply: one integer, b * period + left, where b is the units counted in
---   the window before this call (at most rate) and left the ms until the
---   window ends (1 to period); positive if allowed, negated if denied. The
+--   the window before this call (at most rate) and left the whole ms left
+--   in the window by Redis's clock (its PTTL, 1 to period); positive if allowed, negated if denied. The
 --   caller knows the limit and the cost, so the rest follows (see
 --   fixedResult in reply.go). It is exact for (rate + 1) * period < 2^53:
 --   other limits run fixed.lua through single.lua.
