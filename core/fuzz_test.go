@@ -92,3 +92,37 @@ func FuzzGCRAReply(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFixedReply feeds arbitrary integers to the decoder of the fixed
+// window's one-key reply: it must never panic, and whatever it accepts
+// must be in range, within the window and consistent with the cost.
+func FuzzFixedReply(f *testing.F) {
+	f.Add(int64(12000), uint16(1), uint8(5))
+	f.Add(int64(-1), uint16(20), uint8(5))
+	f.Add(int64(-360001), uint16(6), uint8(5))
+	f.Add(int64(0), uint16(1), uint8(1))
+	f.Add(int64(-1<<63), uint16(1), uint8(1))
+	f.Add(int64(1<<63-1), uint16(300), uint8(0))
+	f.Fuzz(func(t *testing.T, v int64, n uint16, rate uint8) {
+		limit := Limit{Rate: 1 + int(rate), Period: time.Minute, Algorithm: FixedWindow}
+		cost := 1 + int(n)
+		r, err := fixedResult(limit, cost, v)
+		if err != nil {
+			if !errors.Is(err, ErrMalformedReply) {
+				t.Fatalf("error %v does not wrap ErrMalformedReply", err)
+			}
+			return
+		}
+		if r.Remaining < 0 || r.Remaining > limit.Capacity() || r.ResetAfter < 0 || r.ResetAfter > limit.Period || r.RetryAfter > limit.Period {
+			t.Fatalf("%d: out of range %+v", v, r)
+		}
+		switch {
+		case r.Allowed && (r.RetryAfter != 0 || r.ResetAfter <= 0):
+			t.Fatalf("%d: allowed with a wait, or without a window %+v", v, r)
+		case !r.Allowed && cost > limit.Rate && r.RetryAfter != -1:
+			t.Fatalf("%d: a cost above the rate may pass later %+v", v, r)
+		case !r.Allowed && cost <= limit.Rate && (r.RetryAfter <= 0 || r.Remaining >= cost):
+			t.Fatalf("%d: denied without a wait, or with room %+v", v, r)
+		}
+	})
+}

@@ -25,6 +25,12 @@ const (
 	GCRA Algorithm = iota
 	// FixedWindow counts requests in consecutive windows of one period. Exact
 	// within a window, but up to twice the rate can pass across a window edge.
+	// Windows are aligned to the store's clock (Redis's, for a RedisStore):
+	// window k spans [k×Period, (k+1)×Period) of Unix time, so a request at
+	// an instant that is a whole multiple of Period is the first of a new
+	// window. RetryAfter and ResetAfter are the time to the window's end as
+	// Redis counts a key's expiry, in whole milliseconds: up to 1ms short of
+	// it, never past it.
 	FixedWindow
 	// SlidingWindowLog keeps one sorted-set member per admitted unit over the
 	// last period. Exact at every instant; memory grows with the rate.
@@ -189,7 +195,8 @@ type Result struct {
 	// exceeds the limit's capacity, so no wait will help.
 	//
 	// Example: 100 per minute in fixed windows, the window full and 20s
-	// left in it: RetryAfter is 20s.
+	// left in it: RetryAfter is 20s (a fixed window counts whole ms of the
+	// store's clock: 19.999001s, see [FixedWindow]).
 	RetryAfter time.Duration
 	// ResetAfter is how long until the key is back to its full capacity if
 	// nothing more is spent. Example: GCRA 60 per minute, burst 60, with 45

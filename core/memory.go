@@ -35,7 +35,7 @@ type MemoryStore struct {
 type memState struct {
 	alg     Algorithm // the algorithm that wrote the state, as a Redis key's type tells
 	expires int64     // µs of the store's clock; the state is absent from then on
-	a, b, c int64     // gcra: a = TAT, b = interval; fixed: a = window, b = count; counter: a = window, b = current, c = previous
+	a, b, c int64     // gcra: a = TAT, b = interval; fixed: b = count, expiring at its window's end; counter: a = window, b = current, c = previous
 	log     []int64   // sliding log: admitted units' times in µs, oldest first
 
 	// horizon is when the cache drops the entry, in µs of the store's
@@ -206,13 +206,12 @@ func (s *MemoryStore) storeTrim(key string, cur *memState, d *memDecision) {
 }
 
 // clearsForeign reports whether a check of alg deletes a key that alg
-// wrote, even when it denies, as the scripts do: every script but GCRA's
-// deletes a key of another Redis type than its own when it reads it (GCRA's
-// SET replaces it only when it writes). The fixed window and the sliding
-// counter share a type, a hash, and read each other's as absent.
+// wrote, even when it denies, as the scripts do: the sliding log's and the
+// sliding counter's delete a key of another Redis type than their own when
+// they read it. GCRA's and the fixed window's replace such a key only when
+// they write (SET); their strings read as absent to each other.
 func clearsForeign(alg, wrote Algorithm) bool {
-	hash := func(a Algorithm) bool { return a == FixedWindow || a == SlidingWindowCounter }
-	return alg != GCRA && alg != wrote && !(hash(alg) && hash(wrote))
+	return alg != GCRA && alg != FixedWindow && alg != wrote
 }
 
 // slack is how long, in µs, a cached entry outlives the state it held
@@ -341,16 +340,24 @@ func gcraTAT(st memState, exists bool, now, interval int64) int64 {
 	return max(tat, now)
 }
 
+// decideFixed mirrors fixed.lua: the state is a counter b that expires at
+// its window's end, a whole ms; Redis answers its PTTL in whole ms of its
+// clock, and a key with none left, or with more than a period left, or
+// above MaxRate, holds no count.
 func decideFixed(rate float64, period int64, st memState, exists bool, now, n int64) memDecision {
-	w := int64(math.Floor(float64(now) / float64(period)))
+	pm := period / 1000
+	nowMS := now / 1000
+	end := nowMS - nowMS%pm + pm
+	left := end - nowMS
 	var c int64
-	if exists && st.a == w {
-		c = st.b
+	expires := 1000 * end
+	if ttl := st.expires/1000 - nowMS; exists && ttl > 0 && ttl <= pm && st.b >= 0 && st.b <= MaxRate {
+		c, left, expires = st.b, ttl, st.expires
 	}
-	end := (w + 1) * period
+	wait := 1000*(left-1) + 1 // as fixedResult: never past the window's end
 	d := memDecision{remaining: int64(rate) - c}
 	if c > 0 {
-		d.reset = end - now
+		d.reset = wait
 	}
 	switch {
 	case n > int64(rate):
@@ -358,10 +365,10 @@ func decideFixed(rate float64, period int64, st memState, exists bool, now, n in
 	case c+n <= int64(rate):
 		d.ok = true
 		d.remainingAfter = int64(rate) - c - n
-		d.resetAft = end - now
-		d.state = memState{a: w, b: c + n, expires: now + 1000*(ceilMS(end-now)+1)}
+		d.resetAft = wait
+		d.state = memState{b: c + n, expires: expires}
 	default:
-		d.retry = end - now
+		d.retry = wait
 	}
 	return d
 }

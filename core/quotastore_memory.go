@@ -66,9 +66,16 @@ func (s *MemoryStore) refund(c Check, now, n int64) {
 		}
 		s.store(c.Key, p, memState{alg: GCRA, a: tat, b: interval, expires: now + 1000*ceilMS(tat-now)})
 	case FixedWindow:
-		if p.a == int64(math.Floor(float64(now)/float64(period))) {
-			p.b = max(0, p.b-n)
+		// as fixed_refund: a live count of this period's window drops by n,
+		// the counter deleted at 0
+		if ttl := p.expires/1000 - now/1000; ttl > period/1000 || p.b < 1 || p.b > MaxRate {
+			return
 		}
+		if p.b <= n {
+			s.cache.Invalidate(c.Key)
+			return
+		}
+		p.b -= n
 	case SlidingWindowCounter:
 		switch w := int64(math.Floor(float64(now) / float64(period))); p.a {
 		case w:

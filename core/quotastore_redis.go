@@ -16,9 +16,10 @@ func (s *RedisStore) PeekAll(ctx context.Context, checks []Check) ([]Result, err
 
 // RefundAllN implements [QuotaStore.RefundAllN] in one script call
 // (refund.lua, then peek.lua). A GCRA key's TAT moves back by n intervals,
-// never before now; a fixed window's count, in its current window, and a
-// sliding counter's, from its current window and then the previous one,
-// drop by n, never below 0; a sliding log loses its n newest members.
+// never before now; a fixed window's live counter drops by n, deleted at
+// 0; a sliding counter's count, from its current window and then the
+// previous one, drops by n, never below 0; a sliding log loses its n
+// newest members.
 func (s *RedisStore) RefundAllN(ctx context.Context, checks []Check, n int) ([]Result, error) {
 	return s.quota(ctx, refundScripts, checks, n)
 }

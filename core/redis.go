@@ -50,7 +50,7 @@ type limitScripts struct {
 type script struct {
 	*redis.Script
 	sha, src  any
-	intReply  bool // one integer (GCRA's single script), else one string
+	intReply  bool // one integer (see singleIntReply), else one string
 	manyReply bool // an array of integers (a many script)
 	// many decides several calls of this one-key script in one script
 	// call, answering an array of integers; nil if the algorithm has no
@@ -257,7 +257,11 @@ func (s *RedisStore) allow(ctx context.Context, checks []Check, n int, results [
 		s.routed.Store(true)
 	}
 	if sc.intReply {
-		results[0], err = gcraResult(checks[0].Limit, n, ireply)
+		if checks[0].Limit.Algorithm == FixedWindow {
+			results[0], err = fixedResult(checks[0].Limit, n, ireply)
+		} else {
+			results[0], err = gcraResult(checks[0].Limit, n, ireply)
+		}
 		return err
 	}
 	return parseReply(sreply, checks, results)
@@ -364,7 +368,7 @@ func (s *RedisStore) scripts(limit Limit) *limitScripts {
 	if s.nlimits.Add(1) > maxCompiledLimits {
 		return ls // too many distinct limits: generic scripts, nothing cached
 	}
-	ls.single = newScript(singleSource(limit), limit.Algorithm == GCRA)
+	ls.single = newScript(singleSource(limit), singleIntReply(limit))
 	if s.batch != nil {
 		if src := manySource(limit); src != "" {
 			ls.single.many = newScript(src, false)

@@ -119,3 +119,40 @@ func gcraResult(limit Limit, n int, v int64) (Result, error) {
 	}
 	return result(limit, allowed, remaining, retry, reset), nil
 }
+
+// fixedResult decodes the one-integer reply of a fixed window's one-key
+// script (see scripts/fixed_single.lua) for a cost of n under limit:
+// b × period + left, where b is the units the window held before the call
+// (capped at the rate) and left the ms until the window ends, 1 to period;
+// positive if allowed, negated if denied. Remaining, retry-after and
+// reset-after follow from the limit as fixed.lua computes them.
+func fixedResult(limit Limit, n int, v int64) (Result, error) {
+	pm := limit.Period.Milliseconds()
+	rate := int64(limit.Rate)
+	allowed := v > 0
+	u := v
+	if !allowed {
+		u = -v
+	}
+	b := (u - 1) / pm
+	// the window ends within the last of its left ms: the wait is counted
+	// to that ms's start, and a µs, never past the end
+	left := (u-b*pm-1)*1000 + 1
+	if u < 1 || b > rate || allowed && b+int64(n) > rate || !allowed && int64(n) <= rate && b+int64(n) <= rate {
+		// v == 0 is never sent (nor is -v past int64); an allowed call
+		// cannot leave less than nothing, and a cost that fits is never
+		// denied
+		return Result{}, fmt.Errorf("%w: %d: out of range for %v at cost %d", ErrMalformedReply, v, limit, n)
+	}
+	if allowed {
+		return result(limit, true, rate-b-int64(n), 0, left), nil
+	}
+	retry, reset := left, int64(0)
+	if int64(n) > rate {
+		retry = -1
+	}
+	if b > 0 {
+		reset = left
+	}
+	return result(limit, false, rate-b, retry, reset), nil
+}

@@ -55,17 +55,17 @@ func quotaSource(refund bool, algs ...Algorithm) string {
 
 // singleSource assembles the script that decides one key under limit, with
 // the limit's parameters compiled in as constants. GCRA and the fixed window
-// have one-key scripts of their own, written out in full: gcra_single.lua,
-// which answers one integer (see [gcraResult]), and fixed_single.lua. The
-// others are their algorithm file and single.lua. All but GCRA's answer the
-// string parseReply reads.
+// have one-key scripts of their own, written out in full, that answer one
+// integer (see [singleIntReply]): gcra_single.lua and fixed_single.lua. The
+// others, and fixed windows whose replies would not fit one integer, are
+// their algorithm file and single.lua, which answer the string parseReply
+// reads.
 func singleSource(limit Limit) string {
-	switch limit.Algorithm {
-	case GCRA:
+	switch {
+	case limit.Algorithm == GCRA:
 		return gcraConstants(limit) + readScript("gcra_single.lua")
-	case FixedWindow:
-		return fmt.Sprintf("local rate, period = %d, %d\n", limit.Rate, limit.Period.Microseconds()) +
-			readScript("fixed_single.lua")
+	case singleIntReply(limit):
+		return fixedConstants(limit) + readScript("fixed_single.lua")
 	}
 	name := algorithmFiles[limit.Algorithm]
 	return readScript(name+".lua") + "\n" +
@@ -74,14 +74,39 @@ func singleSource(limit Limit) string {
 		readScript("single.lua")
 }
 
-// manySource assembles the script that decides several one-key calls under
-// limit in one script call, for a batching store, or "" if limit's
-// algorithm has none: gcra_many.lua, for GCRA.
-func manySource(limit Limit) string {
-	if limit.Algorithm != GCRA {
-		return ""
+// singleIntReply reports whether limit's one-key script answers one
+// integer: GCRA's always (see [gcraResult]), a fixed window's when its
+// reply, up to (rate + 1) × period in ms, is exact in a Lua number (see
+// [fixedResult]): every limit of up to 2^30 units per 2.3 hours, or of a
+// thousand per year.
+func singleIntReply(limit Limit) bool {
+	switch limit.Algorithm {
+	case GCRA:
+		return true
+	case FixedWindow:
+		return float64(limit.Rate+1)*float64(limit.Period.Milliseconds()) < 1<<53
 	}
-	return gcraConstants(limit) + readScript("gcra_many.lua")
+	return false
+}
+
+// manySource assembles the script that decides several one-key calls under
+// limit in one script call, for a batching store, or "" if limit's one-key
+// script has none: gcra_many.lua for GCRA, fixed_many.lua for the fixed
+// windows that fixed_single.lua decides.
+func manySource(limit Limit) string {
+	switch {
+	case limit.Algorithm == GCRA:
+		return gcraConstants(limit) + readScript("gcra_many.lua")
+	case singleIntReply(limit):
+		return fixedConstants(limit) + readScript("fixed_many.lua")
+	}
+	return ""
+}
+
+// fixedConstants is the line that binds a fixed window's rate and period
+// in ms for fixed_single.lua and fixed_many.lua.
+func fixedConstants(limit Limit) string {
+	return fmt.Sprintf("local rate, period = %d, %d\n", limit.Rate, limit.Period.Milliseconds())
 }
 
 // gcraConstants is the line that binds a GCRA limit's parameters for

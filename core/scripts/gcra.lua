@@ -70,10 +70,12 @@ local function gcra_commit(key, now, s)
 end
 
 -- gcra_refund gives n units back: TAT -= n * interval, deleting the key
--- once the bucket is full. A key of another type is left alone.
+-- once the bucket is full. A key of another type is left alone, and so is
+-- a string without a TAT to come: a full bucket, or a fixed window's count.
 local function gcra_refund(key, now, rate, period, burst, n)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'string' then return end
+  if not string.find(v, ':', 1, true) and (tonumber(v) or 0) <= now then return end
   local interval = math.ceil(period / rate)
   local tat = gcra_tat(key, v, now, interval) - n * interval
   if tat <= now then

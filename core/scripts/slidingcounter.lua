@@ -4,8 +4,9 @@
 --
 -- KEYS (one per sliding-counter limit): a hash {sw = current window id,
 --   sc = units in window sw, sp = units in window sw-1}. The fields are not
---   the fixed window's (w, c), so that a key written under one algorithm
---   reads as absent under the other when a rule's algorithm changes.
+--   those of the hash {w, c} earlier versions kept for a fixed window, so
+--   that such a hash reads as absent (a fixed window's counter now is a
+--   string: another type).
 -- ARGV (per limit, passed on by decide.lua): rate, period in µs, burst
 --   (unused).
 -- Reply (per limit, written by decide.lua): allowed (0/1), remaining units
@@ -18,7 +19,7 @@
 local function slidingcounter_check(key, now, rate, period, burst, n)
   local w = math.floor(now / period)
   -- a key of another type (the rule's algorithm changed) counts as absent,
-  -- and so does a fixed window's hash, whose fields are other
+  -- and so does an earlier version's fixed-window hash, whose fields are other
   local stored = redis.pcall('HMGET', key, 'sw', 'sc', 'sp')
   if stored.err then
     redis.call('DEL', key)
@@ -33,7 +34,7 @@ local function slidingcounter_check(key, now, rate, period, burst, n)
   end
   local start = w * period
   local weighted = p * (period - (now - start)) / period
-  -- a hash without sw is absent or a fixed window's: the commit clears it
+  -- a hash without sw is absent or an old fixed window's: the commit clears it
   local s = {w = w, c = c + n, p = p, expire_at = start + 2 * period, retry = 0, reset = 0,
     fresh = not stored[1]}
   s.remaining = math.max(0, math.floor(rate - weighted - c))

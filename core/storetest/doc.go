@@ -17,8 +17,10 @@
 // A store whose clock the test controls passes [WithAdvance] with a
 // function that steps that clock; a store that reads time.Now in this
 // process can run under [testing/synctest] instead, with [WithSynctest].
-// The suite then checks every duration to the microsecond and runs the
-// cases that step time. A store on a real server's clock passes neither:
+// The suite then checks every duration to the microsecond (a fixed
+// window's to within 3 ms: a store may count them in whole ms of its
+// clock, as Redis counts a key's expiry) and runs the cases that step
+// time. A store on a real server's clock passes neither:
 // durations are checked within the time the case has run, and the cases
 // that step time are skipped. No case sleeps on the wall clock.
 //
@@ -61,11 +63,12 @@
 //     [core.ErrInvalidIdentity], and spend nothing, not even the valid
 //     checks of the call.
 //   - RetryAfter (each algorithm, steps time): a microsecond before a
-//     denial's RetryAfter the unit is still denied, at it the unit passes;
+//     denial's RetryAfter the unit is still denied, at it the unit passes
+//     (a fixed window: 3 ms before and after);
 //     after two quiet periods the whole capacity is back.
 //   - ResetAfter (each algorithm, steps time): a microsecond before an
 //     allowed result's ResetAfter the whole capacity is still denied, at
-//     it the whole capacity passes.
+//     it the whole capacity passes (a fixed window: 3 ms before and after).
 //   - Recovery (each algorithm, steps time): GCRA regains one unit per
 //     interval; a fixed window starts afresh at its edge, letting twice
 //     the rate through across it; a sliding log gives each unit back one

@@ -40,7 +40,11 @@ func (h *harness) wantRetry(what string, r core.Result, want time.Duration) {
 func (h *harness) wantReset(what string, r core.Result, want time.Duration) {
 	h.t.Helper()
 	if h.cfg.leasing {
-		if r.Allowed && h.cfg.frozen() && r.ResetAfter < want {
+		ms := time.Duration(0)
+		if r.Limit.Algorithm == core.FixedWindow {
+			ms = fixedSlack
+		}
+		if r.Allowed && h.cfg.frozen() && r.ResetAfter < want-ms {
 			h.t.Fatalf("%s: got %+v, want ResetAfter at least %v", what, r, want)
 		}
 		return
@@ -62,7 +66,13 @@ func (h *harness) nearScaled(what string, r core.Result, got, want time.Duration
 	if got == want {
 		return
 	}
-	if slack := time.Duration(k) * h.slack(); want <= 0 || got > want || got < want-slack {
+	// a fixed window ends on a whole ms, and a store may count the time
+	// left in whole ms of its clock, as Redis counts a key's expiry
+	var ms time.Duration
+	if r.Limit.Algorithm == core.FixedWindow && want > 0 {
+		ms = fixedSlack
+	}
+	if slack := time.Duration(k) * h.slack(); want <= 0 || got > want+ms || got < want-slack-ms {
 		h.t.Fatalf("%s = %v, want %v%s (result %+v)", what, got, want, h.within(want, k), r)
 	}
 }
@@ -103,24 +113,32 @@ const (
 	quietMargin = 10 * time.Minute
 )
 
-// quiet picks a period, about an hour, whose current fixed window has at
-// least quietMargin left by the store's own clock, so that a case that
-// uses it does not straddle a window's edge even on a real clock. It asks
-// the store, spending one unit of a key of its own per period it tries.
+// fixedSlack is how far a fixed window's RetryAfter and ResetAfter may lie
+// from the window's end: a store may count them in whole ms of its clock,
+// as Redis counts a key's expiry (and miniredis rounds a TTL down).
+const fixedSlack = 3 * time.Millisecond
+
+// quiet picks a period, about an hour, whose current window (as the fixed
+// window and the sliding counter align them) has at least quietMargin left
+// by the store's own clock, so that a case that uses it does not straddle
+// a window's edge even on a real clock. It asks the store, spending one
+// unit of a sliding-counter key of its own per period it tries: a fresh
+// key's ResetAfter is the window's end plus a period, to the microsecond.
 func (h *harness) quiet() window {
 	h.t.Helper()
 	for k := range 20 {
 		p := basePeriod + time.Duration(k)*61*time.Second
-		l := core.Limit{Rate: 1, Period: p, Burst: 1, Algorithm: core.FixedWindow}
+		l := core.Limit{Rate: 1, Period: p, Burst: 1, Algorithm: core.SlidingWindowCounter}
 		r := h.one(h.key(fmt.Sprintf("probe%d", k)), l, 1)
 		if !r.Allowed {
 			h.t.Fatalf("probe of a fresh key under %v denied: %+v", l, r)
 		}
-		if r.ResetAfter > p {
-			h.t.Fatalf("probe of a fresh key under %v: ResetAfter %v is longer than the window", l, r.ResetAfter)
+		left := r.ResetAfter - p
+		if left <= 0 || left > p {
+			h.t.Fatalf("probe of a fresh key under %v: ResetAfter %v is not the window's end plus a period", l, r.ResetAfter)
 		}
-		if r.ResetAfter >= quietMargin {
-			return window{period: p, left: r.ResetAfter}
+		if left >= quietMargin {
+			return window{period: p, left: left}
 		}
 	}
 	h.t.Fatal("storetest: no period tried had a window with ten minutes left")
