@@ -78,13 +78,7 @@ func writeBars(p func(string, ...any), res *benchResults) {
 	p("\"miss\"**, where the ratio falls short of the bar (the middleware's bar holds on one hot key at 64")
 	p("goroutines only; its other cells are shown for reference).")
 	p("")
-	header, sep := "| as shipped ÷ peer | bar |", "|---|---:|"
-	for _, bc := range res.cases {
-		header += " " + bc.String() + " |"
-		sep += "---:|"
-	}
-	p("%s", header)
-	p("%s", sep)
+	caseHeader(p, res, "| as shipped ÷ peer | bar |", "|---|---:|")
 	for _, b := range bars {
 		ci, cj := res.index(b.of), res.index(b.to)
 		if ci < 0 || cj < 0 {
@@ -127,13 +121,7 @@ func ratioTable(p func(string, ...any), res *benchResults) {
 	p("Median over rounds of (contender's decisions/s) / (bare INCR+PEXPIRE script's decisions/s), same case,")
 	p("same round. Above 1 is faster than the bare script.")
 	p("")
-	header, sep := "| contender |", "|---|"
-	for _, bc := range res.cases {
-		header += " " + bc.String() + " |"
-		sep += "---:|"
-	}
-	p("%s", header)
-	p("%s", sep)
+	caseHeader(p, res, "| contender |", "|---|")
 	for ci, c := range res.contenders {
 		row := "| " + c.name + " |"
 		for k := range res.cases {
@@ -180,13 +168,7 @@ func (rep *report) networkSection(p func(string, ...any)) {
 
 // latencyTable writes each contender's p50 and p99, case by case.
 func latencyTable(p func(string, ...any), res *benchResults) {
-	header, sep := "| contender |", "|---|"
-	for _, bc := range res.cases {
-		header += " " + bc.String() + " |"
-		sep += "---:|"
-	}
-	p("%s", header)
-	p("%s", sep)
+	caseHeader(p, res, "| contender |", "|---|")
 	for ci, c := range res.contenders {
 		row := "| " + c.name + " |"
 		for k := range res.cases {
@@ -249,4 +231,16 @@ func costCells(s summary) string {
 		cpu = fmt.Sprintf("%.2f", s.cost.CPUUsec)
 	}
 	return fmt.Sprintf(" %.2f | %.2f | %s | %.2f | %.2f | %.0f |", s.cost.ScriptUsec, s.cost.OtherUsec, cpu, s.cost.Calls, s.cost.ScriptCalls, s.cost.Bytes)
+}
+
+// caseHeader writes a table's header: the first columns, then one per case
+// of res.
+func caseHeader(p func(string, ...any), res *benchResults, first, firstSep string) {
+	header, sep := first, firstSep
+	for _, bc := range res.cases {
+		header += " " + bc.String() + " |"
+		sep += "---:|"
+	}
+	p("%s", header)
+	p("%s", sep)
 }
