@@ -375,7 +375,7 @@ func longestRetry(d core.Decision) time.Duration {
 	return retry
 }
 
-// problem returns an RFC 9457 problem details body.
+// Problem returns an RFC 9457 problem details body.
 func Problem(status int, detail string) []byte {
 	b, err := json.Marshal(struct {
 		Type   string `json:"type"`

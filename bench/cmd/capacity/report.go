@@ -123,8 +123,14 @@ func (r *report) method(p *printer) {
 
 // fmtStat formats a median with its range when there is one.
 func fmtStat(s stat, format string) string {
-	m := fmt.Sprintf(format, s.med)
-	if lo, hi := fmt.Sprintf(format, s.lo), fmt.Sprintf(format, s.hi); lo != hi {
+	return rangeStat(s, func(x float64) string { return fmt.Sprintf(format, x) })
+}
+
+// rangeStat writes s's median by show, and its range when the lowest and
+// highest show apart.
+func rangeStat(s stat, show func(float64) string) string {
+	m := show(s.med)
+	if lo, hi := show(s.lo), show(s.hi); lo != hi {
 		return m + " (" + lo + "–" + hi + ")"
 	}
 	return m
@@ -149,13 +155,7 @@ func (r *report) measured(p *printer) {
 	p.f("")
 }
 
-func thousandsStat(s stat) string {
-	m := figures.Thousands(s.med)
-	if s.lo != s.hi {
-		return m + " (" + figures.Thousands(s.lo) + "–" + figures.Thousands(s.hi) + ")"
-	}
-	return m
-}
+func thousandsStat(s stat) string { return rangeStat(s, figures.Thousands) }
 
 func (r *report) commands(p *printer) {
 	p.f(sections[2])

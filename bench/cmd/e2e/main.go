@@ -32,7 +32,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -41,6 +40,7 @@ import (
 
 	"github.com/ratekit/ratekit/bench/internal/mdsection"
 	"github.com/ratekit/ratekit/bench/internal/proccpu"
+	"github.com/ratekit/ratekit/bench/internal/rediscost"
 	"github.com/ratekit/ratekit/bench/internal/redisproc"
 )
 
@@ -432,35 +432,9 @@ func checkRun(a *app, r run) error {
 // scriptStats returns how many EVALSHA and EVAL calls Redis has served,
 // and the time it spent in them.
 func scriptStats(ctx context.Context, c *redis.Client) (calls int64, spent time.Duration, err error) {
-	info, err := c.Info(ctx, "commandstats").Result()
+	cost, err := rediscost.Sample(ctx, c, 0)
 	if err != nil {
-		return 0, 0, fmt.Errorf("INFO commandstats: %w", err)
+		return 0, 0, err
 	}
-	calls, spent = parseScriptStats(info)
-	return calls, spent, nil
-}
-
-// parseScriptStats sums the calls and the time of EVALSHA and EVAL in the
-// text of INFO commandstats ("cmdstat_evalsha:calls=12,usec=90,...").
-func parseScriptStats(info string) (calls int64, spent time.Duration) {
-	for line := range strings.SplitSeq(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
-			continue
-		}
-		for field := range strings.SplitSeq(rest, ",") {
-			k, v, _ := strings.Cut(field, "=")
-			x, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				continue
-			}
-			switch k {
-			case "calls":
-				calls += x
-			case "usec":
-				spent += time.Duration(x) * time.Microsecond
-			}
-		}
-	}
-	return calls, spent
+	return cost.ScriptCalls, time.Duration(cost.ScriptUsec) * time.Microsecond, nil
 }

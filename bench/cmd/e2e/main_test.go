@@ -9,17 +9,6 @@ import (
 	"github.com/ratekit/ratekit/bench/internal/mdsection"
 )
 
-func TestParseScriptStats(t *testing.T) {
-	info := "# Commandstats\r\n" +
-		"cmdstat_ping:calls=3,usec=4,usec_per_call=1.33,rejected_calls=0,failed_calls=0\r\n" +
-		"cmdstat_evalsha:calls=1200,usec=9000,usec_per_call=7.50,rejected_calls=0,failed_calls=1\r\n" +
-		"cmdstat_eval:calls=1,usec=30,usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\n" +
-		"cmdstat_eval_ro:calls=50,usec=30,usec_per_call=0.60,rejected_calls=0,failed_calls=0\r\n"
-	if n, d := parseScriptStats(info); n != 1201 || d != 9030*time.Microsecond {
-		t.Errorf("parseScriptStats = %d, %v; want 1201, 9.03ms", n, d)
-	}
-}
-
 func TestCheckProbes(t *testing.T) {
 	limited := http.Header{}
 	limited.Set("X-RateLimit-Limit", "60000000")
