@@ -3,8 +3,6 @@ package core_test
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,72 +10,9 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/redisstore"
 )
-
-var benchGoroutines = []int{1, 16, 64, 256}
-
-// benchKeys returns n distinct keys of distinct identities, and checks that
-// they are what they claim.
-func benchKeys(b *testing.B, prefix string, n int) []string {
-	keys := make([]string, n)
-	seen := make(map[string]struct{}, n)
-	for i := range keys {
-		k, err := core.KeyOf(prefix, "rule", fmt.Sprintf("ip:10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
-		if err != nil {
-			b.Fatal(err)
-		}
-		keys[i] = k
-		seen[k] = struct{}{}
-	}
-	if len(seen) != n {
-		b.Fatalf("fixture: %d distinct keys, want %d", len(seen), n)
-	}
-	return keys
-}
-
-// runConcurrent calls decide b.N times in total from g goroutines and reports
-// decisions/s and the share of denials. It fails the benchmark if any call
-// errs or if not every decision was made.
-func runConcurrent(b *testing.B, g int, decide func(i int) (allowed bool, err error)) {
-	b.Helper()
-	b.ReportAllocs()
-	var next, done, denied atomic.Int64
-	var firstErr atomic.Pointer[error]
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	begin := time.Now()
-	for range g {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				ok, err := decide(int(i))
-				if err != nil {
-					first := err // err itself stays on the stack
-					firstErr.CompareAndSwap(nil, &first)
-					return
-				}
-				if !ok {
-					denied.Add(1)
-				}
-				done.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(begin)
-	b.StopTimer()
-	if p := firstErr.Load(); p != nil {
-		b.Fatal(*p)
-	}
-	if got := done.Load(); got != int64(b.N) {
-		b.Fatalf("fixture: %d decisions made, want %d", got, b.N)
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
-	b.ReportMetric(float64(denied.Load())/float64(b.N), "denied/op")
-}
 
 // BenchmarkStore measures one decision per call for every algorithm, on
 // MemoryStore and on a real redis-server, at 1 to 256 goroutines, on one hot
@@ -89,29 +24,29 @@ func BenchmarkStore(b *testing.B) {
 	srv := redistest.StartServer(b)
 	client := srv.Client(b, func(o *redis.Options) { o.PoolSize = 256 })
 	ctx := context.Background()
-	mem := core.MustMemoryStore()
+	mem := testkit.MustMemory()
 	b.Cleanup(func() { mem.Close() })
-	batchedStore := core.MustRedisStore(client, core.WithBatching(core.Batching{MaxBatch: 0, Parallel: 0, MaxWait: 0}))
+	batchedStore := testkit.MustRedis(client, redisstore.WithBatching(redisstore.Batching{MaxBatch: 0, Parallel: 0, MaxWait: 0}))
 	b.Cleanup(func() { batchedStore.Close() })
-	leased := core.MustLeasingStore(core.MustRedisStore(client))
+	leased := testkit.MustLeasing(testkit.MustRedis(client))
 	b.Cleanup(func() { leased.Close() })
 	stores := []struct {
 		name  string
 		store core.Store
-	}{{"memory", mem}, {"redis", core.MustRedisStore(client, core.WithoutBatching())}, {"redis-batched", batchedStore}, {"redis-leased", leased}}
+	}{{"memory", mem}, {"redis", testkit.MustRedis(client, redisstore.WithoutBatching())}, {"redis-batched", batchedStore}, {"redis-leased", leased}}
 	type keySet struct {
 		name string
 		keys []string
 	}
 	// each algorithm keeps its own kind of value: keys of its own
 	algKeys := make(map[core.Algorithm][]keySet)
-	for _, alg := range algorithms {
+	for _, alg := range testkit.Algorithms {
 		p := "bench:" + alg.String() + ":"
-		algKeys[alg] = []keySet{{"hot", benchKeys(b, p, 1)}, {"100k", benchKeys(b, p, 100_000)}}
+		algKeys[alg] = []keySet{{"hot", testkit.BenchKeys(b, p, 1)}, {"100k", testkit.BenchKeys(b, p, 100_000)}}
 	}
 
 	for _, st := range stores {
-		for _, alg := range algorithms {
+		for _, alg := range testkit.Algorithms {
 			keySets := algKeys[alg]
 			// a limit no call reaches, so the allowing path is measured;
 			// the sliding log keeps a member per unit, so it gets one few
@@ -121,10 +56,10 @@ func BenchmarkStore(b *testing.B) {
 				limit = core.PerSecond(core.MaxLogRate).WithAlgorithm(alg)
 			}
 			for _, ks := range keySets {
-				for _, g := range benchGoroutines {
+				for _, g := range testkit.BenchGoroutines {
 					b.Run(fmt.Sprintf("%s/%s/%s/g=%d", st.name, alg, ks.name, g), func(b *testing.B) {
-						runConcurrent(b, g, func(i int) (bool, error) {
-							r, err := core.AllowOne(st.store, ctx, ks.keys[i%len(ks.keys)], limit, 1)
+						testkit.RunConcurrent(b, g, func(i int) (bool, error) {
+							r, err := testkit.AllowOne(st.store, ctx, ks.keys[i%len(ks.keys)], limit, 1)
 							return r.Allowed, err
 						})
 					})
@@ -134,20 +69,20 @@ func BenchmarkStore(b *testing.B) {
 	}
 
 	// the baseline writes plain counters: keys of their own
-	keySets := []keySet{{"hot", benchKeys(b, "bare:", 1)}, {"100k", benchKeys(b, "bare:", 100_000)}}
+	keySets := []keySet{{"hot", testkit.BenchKeys(b, "bare:", 1)}, {"100k", testkit.BenchKeys(b, "bare:", 100_000)}}
 	bare := redis.NewScript("local c = redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return c")
 	for _, ks := range keySets {
-		for _, g := range benchGoroutines {
+		for _, g := range testkit.BenchGoroutines {
 			b.Run(fmt.Sprintf("bare/incr-pexpire/%s/g=%d", ks.name, g), func(b *testing.B) {
-				runConcurrent(b, g, func(i int) (bool, error) {
+				testkit.RunConcurrent(b, g, func(i int) (bool, error) {
 					return true, bare.Run(ctx, client, []string{ks.keys[i%len(ks.keys)]}, 1000).Err()
 				})
 			})
 		}
 	}
-	for _, g := range benchGoroutines {
+	for _, g := range testkit.BenchGoroutines {
 		b.Run(fmt.Sprintf("bare/ping/g=%d", g), func(b *testing.B) {
-			runConcurrent(b, g, func(int) (bool, error) { return true, client.Ping(ctx).Err() })
+			testkit.RunConcurrent(b, g, func(int) (bool, error) { return true, client.Ping(ctx).Err() })
 		})
 	}
 }
@@ -175,7 +110,7 @@ func BenchmarkLimiter(b *testing.B) {
 	srv := redistest.StartServer(b)
 	plain := srv.Client(b)
 	keeps := srv.Client(b, func(o *redis.Options) { o.ContextTimeoutEnabled, o.MaxRetries = true, -1 })
-	mem := core.MustMemoryStore()
+	mem := testkit.MustMemory()
 	b.Cleanup(func() { mem.Close() })
 	stores := []struct {
 		name  string
@@ -184,8 +119,8 @@ func BenchmarkLimiter(b *testing.B) {
 		{"memory", mem},
 		{"memory-remote", statedStore{Store: mem}},
 		{"memory-keeps", statedStore{Store: mem, traits: core.Traits{KeepsDeadlines: true}}},
-		{"redis", core.MustRedisStore(plain)},
-		{"redis-keeps", core.MustRedisStore(keeps)},
+		{"redis", testkit.MustRedis(plain)},
+		{"redis-keeps", testkit.MustRedis(keeps)},
 	}
 	limit := core.PerSecond(1_000_000) // a limit no call reaches: the allowing path
 	const nkeys = 1000
@@ -214,14 +149,14 @@ func BenchmarkLimiter(b *testing.B) {
 		for _, g := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/store/g=%d", st.name, g), func(b *testing.B) {
 				checks := make([][1]core.Check, b.N) // one per call: the store may not keep them
-				runConcurrent(b, g, func(i int) (bool, error) {
+				testkit.RunConcurrent(b, g, func(i int) (bool, error) {
 					checks[i][0] = core.Check{Key: keys[i%nkeys], Limit: limit}
 					res, err := st.store.AllowAllN(context.Background(), checks[i][:], 1)
 					return err == nil && res[0].Allowed, err
 				})
 			})
 			b.Run(fmt.Sprintf("%s/limiter/g=%d", st.name, g), func(b *testing.B) {
-				runConcurrent(b, g, func(i int) (bool, error) {
+				testkit.RunConcurrent(b, g, func(i int) (bool, error) {
 					d, err := l.Check(context.Background(), reqs[i%nkeys], rules)
 					if err == nil && (len(d.Results) != 1 || d.Degraded()) {
 						err = fmt.Errorf("fixture: %d results, degraded %v", len(d.Results), d.Degraded())
@@ -275,8 +210,8 @@ func batchingAlone(b *testing.B, client *redis.Client) {
 		return r.(*benchRequest).id, nil
 	}}}
 	var limiters [2]*core.Limiter // unbatched, batched
-	for i, opt := range []core.Option{core.WithoutBatching(), core.WithBatching(core.Batching{})} {
-		store := core.MustRedisStore(client, opt)
+	for i, opt := range []redisstore.Option{redisstore.WithoutBatching(), redisstore.WithBatching(redisstore.Batching{})} {
+		store := testkit.MustRedis(client, opt)
 		b.Cleanup(func() { store.Close() })
 		l, err := core.NewLimiter(store, core.WithTimeout(time.Second))
 		if err != nil {

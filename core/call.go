@@ -38,7 +38,7 @@ func copyResults(results, res []Result, err error) error {
 // The store gets a pooled copy of checks, which it may not keep past the
 // call, so that the caller's checks stay on its stack: an interface call
 // would otherwise move them to the heap. A store that decides into a
-// slice (decidesInto) decides into a pooled one, and allocates no results.
+// slice (AllowInto, see [Store]) decides into a pooled one, and allocates no results.
 func (l *Limiter) callDirect(ctx context.Context, checks []Check, n int, results []Result) (err error) {
 	buf := callPool.Get().(*callBuf)
 	own := buf.checks[:copy(buf.checks[:], checks)]
@@ -49,9 +49,9 @@ func (l *Limiter) callDirect(ctx context.Context, checks []Check, n int, results
 			err = fmt.Errorf("ratekit: store panicked: %v", p)
 		}
 	}()
-	if s, ok := l.store.(decidesInto); ok {
+	if s, ok := l.store.(intoStore); ok {
 		res := buf.results[:len(own)]
-		if err := s.allowInto(ctx, own, n, res); err != nil {
+		if err := s.AllowInto(ctx, own, n, res); err != nil {
 			return err
 		}
 		copy(results, res)
@@ -69,24 +69,6 @@ type callBuf struct {
 
 // callPool holds the buffers of direct store calls.
 var callPool = sync.Pool{New: func() any { return new(callBuf) }}
-
-// decidesInto is a Store that decides AllowAllN into a slice of results
-// the caller gives it, one per check, rather than one it allocates. The
-// stores of this package implement it; a wrapper, which does not, is
-// called through AllowAllN.
-type decidesInto interface {
-	allowInto(ctx context.Context, checks []Check, n int, results []Result) error
-}
-
-// allowInto implements decidesInto: AllowAllN into results.
-func (s *RedisStore) allowInto(ctx context.Context, checks []Check, n int, results []Result) error {
-	return s.allow(ctx, checks, n, results)
-}
-
-// allowInto implements decidesInto: AllowAllN into results.
-func (s *MemoryStore) allowInto(_ context.Context, checks []Check, n int, results []Result) error {
-	return s.allow(checks, n, results)
-}
 
 // callStore makes one store call that returns by ctx's deadline whatever
 // the store does: the call runs on a goroutine of its own, which the

@@ -297,7 +297,7 @@ func (d *deadline) end() {
 // caller's context error, and under FailClosed an error wrapping
 // ErrUnavailable along with denied results.
 func (l *Limiter) decide(ctx context.Context, c *groupCall) error {
-	if err := validate(c.checks, c.n); err != nil {
+	if err := validateGroup(c.checks, c.n); err != nil {
 		return err
 	}
 	if l.inProcess {

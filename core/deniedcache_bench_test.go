@@ -17,7 +17,7 @@ import (
 // claims: no script call for the cache, one per decision for Redis.
 func BenchmarkDeniedCache(b *testing.B) {
 	srv := redistest.StartServer(b)
-	store := MustRedisStore(srv.Client(b))
+	store := NewRedisStore(srv.Client(b))
 	cached, err := NewLimiter(store)
 	if err != nil {
 		b.Fatal(err)

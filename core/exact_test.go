@@ -17,6 +17,8 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // The exactness test runs this test binary again as child processes; these
@@ -63,7 +65,7 @@ func TestExactAcrossProcesses(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				awayFromMinuteEdge(5 * time.Second)
-				key, _ := core.KeyOf("exact:", alg.String(), fmt.Sprintf("ip:%d", time.Now().UnixNano()))
+				key, _ := testkit.KeyOf("exact:", alg.String(), fmt.Sprintf("ip:%d", time.Now().UnixNano()))
 				startAt := time.Now().Add(300 * time.Millisecond)
 				outs := make([]bytes.Buffer, exactProcs)
 				cmds := make([]*exec.Cmd, exactProcs)
@@ -123,7 +125,7 @@ type exactRun struct {
 func exactRuns() []exactRun {
 	var runs []exactRun
 	for _, b := range []bool{false, true} {
-		for _, alg := range algorithms {
+		for _, alg := range testkit.Algorithms {
 			runs = append(runs, exactRun{alg, b})
 		}
 	}
@@ -168,11 +170,11 @@ func TestExactChild(t *testing.T) {
 		client = redis.NewClient(&redis.Options{Addr: addrs[0], PoolSize: exactGoroutines})
 	}
 	defer client.Close()
-	opts := []core.Option{core.WithoutBatching()}
+	opts := []redisstore.Option{redisstore.WithoutBatching()}
 	if os.Getenv(envBatched) == "true" {
-		opts = []core.Option{core.WithBatching(core.Batching{MaxBatch: 0, Parallel: 0, MaxWait: 0})}
+		opts = []redisstore.Option{redisstore.WithBatching(redisstore.Batching{MaxBatch: 0, Parallel: 0, MaxWait: 0})}
 	}
-	store := core.MustRedisStore(client, opts...)
+	store := testkit.MustRedis(client, opts...)
 	defer store.Close()
 	limit := core.PerMinute(exactLimit).WithAlgorithm(alg)
 	key := os.Getenv(envKey)
@@ -189,7 +191,7 @@ func TestExactChild(t *testing.T) {
 	for range exactGoroutines {
 		wg.Go(func() {
 			for range exactCalls {
-				r, err := core.AllowOne(store, ctx, key, limit, 1)
+				r, err := testkit.AllowOne(store, ctx, key, limit, 1)
 				if err != nil {
 					errs <- err
 					return

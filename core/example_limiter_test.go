@@ -12,6 +12,8 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
+	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // A Limiter over Redis keeps limiting when Redis goes away: by default it
@@ -28,7 +30,7 @@ func ExampleLimiter_Check() {
 		MaxRetries:            -1,   // no retries within the deadline
 	})
 	defer client.Close()
-	limiter, err := core.NewLimiter(core.MustRedisStore(client), core.WithTimeout(50*time.Millisecond))
+	limiter, err := core.NewLimiter(testkit.MustRedis(client), core.WithTimeout(50*time.Millisecond))
 	if err != nil {
 		panic(err)
 	}
@@ -79,7 +81,7 @@ func ExampleWithFailurePolicy() {
 	m.Close() // nothing listens there any more
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer client.Close()
-	limiter, err := core.NewLimiter(core.MustRedisStore(client), core.WithFailurePolicy(core.FailClosed))
+	limiter, err := core.NewLimiter(testkit.MustRedis(client), core.WithFailurePolicy(core.FailClosed))
 	if err != nil {
 		panic(err)
 	}
@@ -106,7 +108,7 @@ func ExampleWithFailurePolicy() {
 // results in a buffer of its own; here one buffer is reused, since each
 // decision is done with before the next.
 func ExampleLimiter_CheckInto() {
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		panic(err)
 	}

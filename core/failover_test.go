@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
 )
 
 // The failover tests kill a master under traffic, on a real Cluster with
@@ -76,7 +77,7 @@ func TestClusterFailover(t *testing.T) {
 	// master is down, as the README advises.
 	cl := redistest.StartReplicatedCluster(t, 3, "--cluster-require-full-coverage", "no")
 	cc := cl.Client(t, recommendedCluster)
-	f := newFailover(t, core.MustRedisStore(cc))
+	f := newFailover(t, testkit.MustRedis(cc))
 	// The master of the busy keys does not serve the slot of the key the
 	// breaker once probed with, whoever failed: a probe of another master
 	// that succeeds tells nothing of the failed one.
@@ -102,7 +103,7 @@ func TestClusterFailover(t *testing.T) {
 // three Sentinels, down-after-milliseconds 1 s) under traffic.
 func TestSentinelFailover(t *testing.T) {
 	s := redistest.StartSentinel(t)
-	f := newFailover(t, core.MustRedisStore(s.Client(t, recommendedFailover)))
+	f := newFailover(t, testkit.MustRedis(s.Client(t, recommendedFailover)))
 	f.identities(false, func(string) bool { return true })
 	f.run(s.Master(), s.Replica())
 }

@@ -78,22 +78,11 @@ func (l *Limiter) fallback(ctx context.Context, c *groupCall, cause error) error
 		}
 		return fmt.Errorf("%w: %w", ErrUnavailable, cause)
 	}
-	local := c.checks
-	if l.replicas > 1 {
-		local = make([]Check, len(c.checks))
-		for i, ch := range c.checks {
-			local[i] = Check{Key: ch.Key, Limit: l.localLimit(ch.Limit)}
-		}
-	}
-	res, err := l.fallbackStore.AllowAllN(ctx, local, c.n)
-	if err != nil {
-		return err
-	}
+	l.allowLocal(c.checks, c.n, c.results)
 	c.spent = spentFallback
-	for i := range res {
-		c.results[i] = res[i]
+	for i := range c.results {
 		c.results[i].Degraded = true
-		if res[i].Never() && c.n <= c.checks[i].Limit.Capacity() {
+		if c.results[i].Never() && c.n <= c.checks[i].Limit.Capacity() {
 			// the cost fits the global limit, only not this replica's
 			// share of it: it may pass once the store is back
 			retry := l.brk.retryAfter(l.mono())
@@ -108,6 +97,9 @@ func (l *Limiter) fallback(ctx context.Context, c *groupCall, cause error) error
 // divided, rounding up. A limit the division would make invalid is kept
 // whole.
 func (l *Limiter) localLimit(lim Limit) Limit {
+	if l.replicas <= 1 {
+		return lim
+	}
 	div := lim
 	div.Rate = (lim.Rate + l.replicas - 1) / l.replicas
 	div.Burst = (lim.Burst + l.replicas - 1) / l.replicas

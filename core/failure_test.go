@@ -15,6 +15,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
 )
 
 // trafficTimeout is the store deadline of the traffic tests: the default,
@@ -236,7 +237,7 @@ func TestKillRedisUnderTraffic(t *testing.T) {
 	for _, policy := range []core.FailurePolicy{core.FailLocal, core.FailOpen, core.FailClosed} {
 		t.Run(policy.String(), func(t *testing.T) {
 			srv := redistest.StartServer(t)
-			l := newLimiter(t, core.MustRedisStore(srv.Client(t, recommended)), core.WithFailurePolicy(policy), core.WithTimeout(trafficTimeout))
+			l := newLimiter(t, testkit.MustRedis(srv.Client(t, recommended)), core.WithFailurePolicy(policy), core.WithTimeout(trafficTimeout))
 			warmUp(t, l, 32, ampleRules)
 			watch := watchStalls()
 			defer watch.close()
@@ -305,7 +306,7 @@ func TestPauseRedis(t *testing.T) {
 	for _, kind := range clientKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			srv := redistest.StartServer(t)
-			l := newLimiter(t, core.MustRedisStore(srv.Client(t, kind.opts...)), core.WithTimeout(trafficTimeout))
+			l := newLimiter(t, testkit.MustRedis(srv.Client(t, kind.opts...)), core.WithTimeout(trafficTimeout))
 			r := rule("default", core.PerHour(core.MaxRate), "user:1")
 			warmUp(t, l, 16, ampleRules)
 			srv.Pause(t)
@@ -369,7 +370,7 @@ func TestPauseRedis(t *testing.T) {
 // fails on the way.
 func TestRestartRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
-	l := newLimiter(t, core.MustRedisStore(srv.Client(t, recommended)), core.WithTimeout(trafficTimeout))
+	l := newLimiter(t, testkit.MustRedis(srv.Client(t, recommended)), core.WithTimeout(trafficTimeout))
 	warmUp(t, l, 8, ampleRules)
 	var restarted atomic.Bool
 	stop := make(chan struct{})
@@ -430,7 +431,7 @@ func TestRestartRedis(t *testing.T) {
 // answered locally.
 func TestDeniedKeyHammer(t *testing.T) {
 	srv := redistest.StartServer(t)
-	rec := &recordingStore{Store: core.MustRedisStore(srv.Client(t))}
+	rec := &recordingStore{Store: testkit.MustRedis(srv.Client(t))}
 	// deadlines are not under test: 256 busy goroutines on two cores may
 	// delay a reply past 50ms
 	l := newLimiter(t, rec, core.WithTimeout(5*time.Second))
@@ -551,7 +552,7 @@ func (s flagStore) AllowAllN(ctx context.Context, checks []core.Check, n int) ([
 // have expired; answers that straddle the expiry are not counted.
 func TestDeniedCacheExactRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
-	raw := core.MustRedisStore(srv.Client(t))
+	raw := testkit.MustRedis(srv.Client(t))
 	for _, alg := range []core.Algorithm{core.GCRA, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
 		t.Run(alg.String(), func(t *testing.T) {
 			l := newLimiter(t, flagStore{raw}, core.WithPrefix(fmt.Sprintf("exact-%s-%d:", alg, rand.Uint64())), core.WithTimeout(time.Second))

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratekit/ratekit/internal/storekey"
 )
 
 // This file holds what a Limiter does around its breaker: probing the
@@ -137,7 +139,7 @@ var probeLimit = Limit{Rate: 1_000_000, Period: time.Second, Burst: 1_000_000}
 // goes (in a Redis Cluster, to key's slot, wherever the slot has moved).
 // No rule's key can equal it: every rule's key has a rule name, which is
 // never empty, between the prefix and ":{".
-func probeKey(prefix, key string) string { return prefix + "{" + hashTag(key) + "}" }
+func probeKey(prefix, key string) string { return prefix + "{" + storekey.HashTag(key) + "}" }
 
 // breakerChanged is the breaker's onChange: it empties the denied-key cache
 // when the breaker closes, calls the hook and the observer, and logs an

@@ -210,3 +210,29 @@ type Result struct {
 // Never reports whether the request can never be allowed, because its cost
 // exceeds the limit's capacity.
 func (r Result) Never() bool { return !r.Allowed && r.RetryAfter < 0 }
+
+// maxChecks bounds how many limits one store call may decide: the rules of
+// one identity and cost in one request.
+const maxChecks = 64
+
+// validateGroup checks a group of checks at cost n before a store call, as
+// every store would: a cost of at least 1, at most maxChecks limits, each
+// valid, and a sliding log's cost of at most [MaxLogCost].
+func validateGroup(checks []Check, n int) error {
+	if n < 1 {
+		return fmt.Errorf("%w: %d units (want at least 1)", ErrInvalidCost, n)
+	}
+	if len(checks) > maxChecks {
+		return fmt.Errorf("%w: %d rules of one identity in one request (at most %d)", ErrInvalidLimit, len(checks), maxChecks)
+	}
+	for i := range checks {
+		lim := checks[i].Limit
+		if err := lim.Validate(); err != nil {
+			return err
+		}
+		if lim.Algorithm == SlidingWindowLog && n > MaxLogCost && n <= lim.Rate {
+			return fmt.Errorf("%w: %d units in one call of %v (at most %d)", ErrInvalidCost, n, lim, MaxLogCost)
+		}
+	}
+	return nil
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/testkit"
 )
 
 // TestLimitsTheScriptsCannotHonour: a GCRA limit that would space units
@@ -35,7 +36,7 @@ func TestLimitsTheScriptsCannotHonour(t *testing.T) {
 			t.Errorf("%v: %v", good, err)
 		}
 	}
-	s := core.MustMemoryStore()
+	s := testkit.MustMemory()
 	defer s.Close()
 	log := []core.Check{{Key: "rk:l:{user:1}", Limit: core.PerMinute(1000).WithAlgorithm(core.SlidingWindowLog)}}
 	if _, err := s.AllowAllN(context.Background(), log, core.MaxLogCost+1); !errors.Is(err, core.ErrInvalidCost) {

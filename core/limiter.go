@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ratekit/ratekit/internal/localstore"
 	"github.com/ratekit/ratekit/internal/storekey"
 )
 
@@ -184,11 +185,12 @@ type Limiter struct {
 	timeout  time.Duration
 	replicas int
 
-	inProcess     bool         // the store decides in process: no deadline, breaker, fallback or cache
-	direct        bool         // the store keeps deadlines itself: no goroutine per call
-	bounds        sync.Pool    // of *boundCtx, the deadlines of direct calls
-	fallbackStore *MemoryStore // FailLocal only
-	fallbackOpts  []Option
+	inProcess     bool              // the store decides in process: no deadline, breaker, fallback or cache
+	direct        bool              // the store keeps deadlines itself: no goroutine per call
+	bounds        sync.Pool         // of *boundCtx, the deadlines of direct calls
+	fallbackStore *localstore.Store // FailLocal only
+	fallbackKeys  int
+	clock         func() time.Time
 	denied        *deniedCache // nil when off
 	deniedSize    int
 
@@ -244,19 +246,23 @@ func NewLimiter(store Store, opts ...Option) (*Limiter, error) {
 	}
 	l.brk.cfg, _ = BreakerConfig{}.resolve()
 	l.brk.onChange = l.breakerChanged
-	cfg, err := newConfig(forLimiter, l, opts)
-	if err != nil {
-		return nil, err
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("ratekit: NewLimiter: nil option")
+		}
+		if err := o(l); err != nil {
+			return nil, err
+		}
 	}
-	clock := cfg.now()
+	clock := l.clock
+	if clock == nil {
+		clock = time.Now
+	}
 	epoch := clock()
 	l.now = func() int64 { return int64(clock().Sub(epoch)) }
 	l.timeoutErr = fmt.Errorf("ratekit: store gave no answer within %v: %w", l.timeout, context.DeadlineExceeded)
 	l.stopCtx, l.cancelStop = context.WithCancel(context.Background())
-	if _, err := newConfig(forMemory, nil, l.fallbackOpts); err != nil {
-		return nil, fmt.Errorf("ratekit: WithFallbackOptions: %w", err)
-	}
-	traits := TraitsOf(store)
+	traits := traitsOf(store)
 	l.inProcess, l.direct = traits.InProcess, traits.KeepsDeadlines
 	if l.inProcess {
 		return l, nil
@@ -265,8 +271,7 @@ func NewLimiter(store Store, opts ...Option) (*Limiter, error) {
 		l.shards = &shardSet{of: traits.Shard, cfg: l.brk.cfg, onChange: l.shardChanged}
 	}
 	if l.policy == FailLocal {
-		fopts := append([]Option{WithClock(clock)}, l.fallbackOpts...)
-		l.fallbackStore, _ = NewMemoryStore(fopts...) // options checked above
+		l.fallbackStore = localstore.New(clock, l.fallbackKeys)
 	}
 	if l.deniedSize > 0 {
 		l.denied = newDeniedCache(l.deniedSize, l.mono)

@@ -102,7 +102,7 @@ func TestFallbackBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := &testClock{now: clockStart}
-			l, err := NewLimiter(downStore{}, WithFallbackOptions(WithClock(clock.Now), WithMaxKeys(tt.maxKeys)))
+			l, err := NewLimiter(downStore{}, WithClock(clock.Now), WithFallbackMaxKeys(tt.maxKeys))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,7 +150,7 @@ func TestDeniedCacheExact(t *testing.T) {
 			}
 			c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 			defer c.Close()
-			raw := MustRedisStore(c)
+			raw := NewRedisStore(c)
 			counted := &countingStore{Store: raw}
 			l, err := NewLimiter(counted)
 			if err != nil {
@@ -268,7 +268,7 @@ func TestDeniedCacheHitAllocs(t *testing.T) {
 	m := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	defer c.Close()
-	l, err := NewLimiter(MustRedisStore(c))
+	l, err := NewLimiter(NewRedisStore(c))
 	if err != nil {
 		t.Fatal(err)
 	}

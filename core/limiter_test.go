@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // errDown is the error of a fakeStore that fails.
@@ -34,7 +36,7 @@ type requestKey struct{}
 
 // fakeStore is a Store whose behaviour a test switches while it runs.
 type fakeStore struct {
-	mem     *core.MemoryStore
+	mem     *memorystore.Store
 	mode    atomic.Int32
 	release chan struct{} // closed to end every modeHang call
 
@@ -45,7 +47,7 @@ type fakeStore struct {
 }
 
 func newFakeStore(t *testing.T, mode int32) *fakeStore {
-	s := &fakeStore{mem: core.MustMemoryStore(), release: make(chan struct{})}
+	s := &fakeStore{mem: testkit.MustMemory(), release: make(chan struct{})}
 	s.mode.Store(mode)
 	t.Cleanup(func() { s.mem.Close() })
 	return s
@@ -499,7 +501,7 @@ func TestLoggerIsRateLimited(t *testing.T) {
 	var buf syncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	store := newFakeStore(t, modeFail)
-	clock := &fakeClock{now: start}
+	clock := testkit.NewClock(testkit.Start)
 	l := newLimiter(t, store, core.WithLogger(logger), core.WithClock(clock.Now), core.WithBreaker(core.BreakerConfig{Failures: 1000}))
 	const identity = "user:secret-identity"
 	for range 200 {
@@ -626,7 +628,7 @@ func TestCheckResultsInRuleOrder(t *testing.T) {
 }
 
 func TestNewLimiterOptions(t *testing.T) {
-	store := core.MustMemoryStore()
+	store := testkit.MustMemory()
 	defer store.Close()
 	bad := map[string]core.Option{
 		"prefix with brace": core.WithPrefix("a{b"),
@@ -648,7 +650,7 @@ func TestNewLimiterOptions(t *testing.T) {
 	}
 	l, err := core.NewLimiter(store, core.WithPrefix("app:"), core.WithFailurePolicy(core.FailOpen), core.WithTimeout(time.Second),
 		core.WithReplicas(4), core.WithBreaker(core.BreakerConfig{Failures: 0, Backoff: 0, MaxBackoff: 0}), core.WithDeniedCache(0), core.WithLogger(nil),
-		core.WithFallbackOptions(core.WithMaxKeys(10)), core.OnError(nil), core.OnBreakerChange(nil))
+		core.WithFallbackMaxKeys(10), core.OnError(nil), core.OnBreakerChange(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -727,7 +729,7 @@ func (b *syncBuffer) Len() int {
 // CheckInto keeps the results in the caller's array when it has room, and
 // decides exactly as Check does either way.
 func TestCheckInto(t *testing.T) {
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
 )
 
 // The network-fault tests put a fault-injecting TCP proxy (toxiproxy, run
@@ -234,7 +235,7 @@ func startNetFaultRun(t *testing.T, srv *redistest.Server, policy core.FailurePo
 			r.shutdown()
 		}
 	}()
-	l, err := core.NewLimiter(core.MustRedisStore(r.client), core.WithFailurePolicy(policy),
+	l, err := core.NewLimiter(testkit.MustRedis(r.client), core.WithFailurePolicy(policy),
 		core.OnBreakerChange(func(_, to core.BreakerState) {
 			r.mu.Lock()
 			r.changes = append(r.changes, breakerChange{time.Now(), to})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
+	"github.com/ratekit/ratekit/internal/testkit"
 )
 
 // recorder is an Observer that keeps every event.
@@ -60,7 +61,7 @@ func (r *recorder) verdicts() map[string]int {
 
 func TestShadowRuleNeverDenies(t *testing.T) {
 	rec := &recorder{}
-	l := newLimiter(t, core.MustMemoryStore(), core.WithObserver(rec))
+	l := newLimiter(t, testkit.MustMemory(), core.WithObserver(rec))
 	shadow := rule("new", core.PerMinute(2), "user:1")
 	shadow.Shadow = true
 	enforced := rule("default", core.PerMinute(5), "user:1")
@@ -152,7 +153,7 @@ func TestObserverEvents(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	rec := &recorder{}
 	// a generous deadline: a loaded machine must not turn a call into an outage
-	l := newLimiter(t, core.MustRedisStore(client), core.WithObserver(rec), core.WithObserver(nopObserver{}), core.WithTimeout(10*time.Second))
+	l := newLimiter(t, testkit.MustRedis(client), core.WithObserver(rec), core.WithObserver(nopObserver{}), core.WithTimeout(10*time.Second))
 	r := rule("login", core.PerHour(2), "user:1")
 	for range 4 {
 		if _, err := check(t, l, r); err != nil {
@@ -268,7 +269,7 @@ func (redisError) RedisError()     {}
 func TestDebugLogRedactsIdentities(t *testing.T) {
 	var buf syncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	l := newLimiter(t, core.MustMemoryStore(), core.WithLogger(logger))
+	l := newLimiter(t, testkit.MustMemory(), core.WithLogger(logger))
 	secret := "user:alice@example.com"
 	r := rule("default", core.PerMinute(1), secret)
 	for range 2 {
@@ -304,7 +305,7 @@ func TestDebugLogRedactsIdentities(t *testing.T) {
 
 	// at Info, nothing is logged for decisions
 	var info syncBuffer
-	l2 := newLimiter(t, core.MustMemoryStore(), core.WithLogger(slog.New(slog.NewTextHandler(&info, nil))))
+	l2 := newLimiter(t, testkit.MustMemory(), core.WithLogger(slog.New(slog.NewTextHandler(&info, nil))))
 	if _, err := check(t, l2, r); err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +315,7 @@ func TestDebugLogRedactsIdentities(t *testing.T) {
 }
 
 func TestWithObserverNil(t *testing.T) {
-	if _, err := core.NewLimiter(core.MustMemoryStore(), core.WithObserver(nil)); err == nil {
+	if _, err := core.NewLimiter(testkit.MustMemory(), core.WithObserver(nil)); err == nil {
 		t.Fatal("WithObserver(nil) accepted")
 	}
 }
@@ -332,7 +333,7 @@ func TestResultUsed(t *testing.T) {
 }
 
 func TestEnforcedDenialOutranksShadow(t *testing.T) {
-	l := newLimiter(t, core.MustMemoryStore())
+	l := newLimiter(t, testkit.MustMemory())
 	shadow := rule("trial", core.PerHour(1), "user:1")
 	shadow.Shadow = true
 	enforced := rule("default", core.PerMinute(1), "ip:192.0.2.1")

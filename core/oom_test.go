@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
 )
 
 // fill writes big keys without a TTL until Redis refuses a write for want
@@ -40,7 +41,7 @@ func TestOutOfMemoryIsAnOutage(t *testing.T) {
 	}
 	var buf syncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
-	l := newLimiter(t, core.MustRedisStore(client), core.WithLogger(logger), core.WithTimeout(10*time.Second),
+	l := newLimiter(t, testkit.MustRedis(client), core.WithLogger(logger), core.WithTimeout(10*time.Second),
 		core.WithBreaker(core.BreakerConfig{Failures: 3, Backoff: time.Hour}))
 	for i := range 5 {
 		d, err := check(t, l, rule("r", core.PerMinute(10), fmt.Sprintf("user:%d", i)))
@@ -65,7 +66,7 @@ func TestEvictionForgets(t *testing.T) {
 	client := srv.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
 	// the denied-key cache would go on denying locally until the
 	// retry-after: this test asks Redis
-	l := newLimiter(t, core.MustRedisStore(client), core.WithTimeout(10*time.Second), core.WithDeniedCache(0))
+	l := newLimiter(t, testkit.MustRedis(client), core.WithTimeout(10*time.Second), core.WithDeniedCache(0))
 	spent := rule("r", core.PerHour(1), "user:first")
 	if d, err := check(t, l, spent); err != nil || !d.Allowed {
 		t.Fatalf("%+v, %v", d, err)

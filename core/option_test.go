@@ -11,113 +11,99 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/leasestore"
+	"github.com/ratekit/ratekit/memorystore"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
-// TestOptionsValidated: every constructor refuses an option meant for
-// another, a nil option and a bad value, with an error that names it.
+// TestOptionsValidated: each constructor refuses a nil option and a bad
+// value with an error that names it. Each has an option type of its own,
+// so an option meant for another does not compile.
 func TestOptionsValidated(t *testing.T) {
 	m := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { client.Close() })
-	mem := core.MustMemoryStore()
+	mem := testkit.MustMemory()
 	t.Cleanup(func() { mem.Close() })
-	build := map[string]func(opts ...core.Option) error{
-		"Limiter": func(opts ...core.Option) error {
-			l, err := core.NewLimiter(mem, opts...)
-			if err == nil {
-				l.Close()
-			}
-			return err
-		},
-		"MemoryStore": func(opts ...core.Option) error {
-			s, err := core.NewMemoryStore(opts...)
-			if err == nil {
-				s.Close()
-			}
-			return err
-		},
-		"RedisStore": func(opts ...core.Option) error {
-			s, err := core.NewRedisStore(client, opts...)
-			if err == nil {
-				s.Close()
-			}
-			return err
-		},
-		"LeasingStore": func(opts ...core.Option) error {
-			s, err := core.NewLeasingStore(mem, opts...)
-			if err == nil {
-				s.Close()
-			}
-			return err
-		},
+	limiter := func(opts ...core.Option) error {
+		l, err := core.NewLimiter(mem, opts...)
+		if err == nil {
+			l.Close()
+		}
+		return err
+	}
+	memory := func(opts ...memorystore.Option) error {
+		s, err := memorystore.New(opts...)
+		if err == nil {
+			s.Close()
+		}
+		return err
+	}
+	redisStore := func(opts ...redisstore.Option) error {
+		s, err := redisstore.New(client, opts...)
+		if err == nil {
+			s.Close()
+		}
+		return err
+	}
+	leasing := func(opts ...leasestore.Option) error {
+		s, err := leasestore.New(mem, opts...)
+		if err == nil {
+			s.Close()
+		}
+		return err
 	}
 	for _, tc := range []struct {
-		what   string
-		opt    core.Option
-		for_   string // the only constructors that accept it, comma-separated
-		wantIn string // a word of the error elsewhere
-	}{
-		{"WithBatching", core.WithBatching(core.Batching{}), "RedisStore", "WithBatching"},
-		{"WithoutBatching", core.WithoutBatching(), "RedisStore", "WithoutBatching"},
-		{"WithMaxKeys", core.WithMaxKeys(10), "MemoryStore", "WithMaxKeys"},
-		{"WithLeaseSize", core.WithLeaseSize(8), "LeasingStore", "WithLeaseSize"},
-		{"WithLeaseHold", core.WithLeaseHold(time.Second), "LeasingStore", "WithLeaseHold"},
-		{"WithClock", core.WithClock(time.Now), "Limiter,MemoryStore,LeasingStore", "WithClock"},
-		{"WithPrefix", core.WithPrefix("app:"), "Limiter", "WithPrefix"},
-		{"WithTimeout", core.WithTimeout(time.Second), "Limiter", "WithTimeout"},
-		{"WithBreaker", core.WithBreaker(core.BreakerConfig{}), "Limiter", "WithBreaker"},
-		{"WithShadow", core.WithShadow(), "Limiter", "WithShadow"},
-	} {
-		for name, b := range build {
-			err := b(tc.opt)
-			if strings.Contains(tc.for_, name) {
-				if err != nil {
-					t.Errorf("%s on %s: %v", tc.what, name, err)
-				}
-				continue
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantIn) || !strings.Contains(err.Error(), name) {
-				t.Errorf("%s on %s: error %v, want one naming both", tc.what, name, err)
-			}
-		}
-	}
-	for name, b := range build {
-		if err := b(nil); err == nil {
-			t.Errorf("%s took a nil option", name)
-		}
-	}
-	for _, bad := range []struct {
 		name string
 		err  error
+		want string // a word of the error
 	}{
-		{"MaxBatch above the cap", build["RedisStore"](core.WithBatching(core.Batching{MaxBatch: 5000}))},
-		{"negative Parallel", build["RedisStore"](core.WithBatching(core.Batching{Parallel: -1}))},
-		{"negative MaxWait", build["RedisStore"](core.WithBatching(core.Batching{MaxWait: -time.Millisecond}))},
-		{"zero max keys", build["MemoryStore"](core.WithMaxKeys(0))},
-		{"zero lease size", build["LeasingStore"](core.WithLeaseSize(0))},
-		{"zero lease hold", build["LeasingStore"](core.WithLeaseHold(0))},
-		{"nil clock", build["MemoryStore"](core.WithClock(nil))},
-		{"zero timeout", build["Limiter"](core.WithTimeout(0))},
-		{"negative breaker failures", build["Limiter"](core.WithBreaker(core.BreakerConfig{Failures: -1}))},
-		{"a fallback option for another store", build["Limiter"](core.WithFallbackOptions(core.WithBatching(core.Batching{})))},
-		{"a prefix with a brace", build["Limiter"](core.WithPrefix("a{b"))},
-		{"batching with and without", build["RedisStore"](core.WithBatching(core.Batching{}), core.WithoutBatching())},
-		{"batching without and with", build["RedisStore"](core.WithoutBatching(), core.WithBatching(core.Batching{}))},
+		{"nil Limiter option", limiter(nil), "NewLimiter"},
+		{"nil memory option", memory(nil), "memorystore.New"},
+		{"nil redis option", redisStore(nil), "redisstore.New"},
+		{"nil leasing option", leasing(nil), "leasestore.New"},
+		{"MaxBatch above the cap", redisStore(redisstore.WithBatching(redisstore.Batching{MaxBatch: 5000})), "MaxBatch"},
+		{"negative Parallel", redisStore(redisstore.WithBatching(redisstore.Batching{Parallel: -1})), "Parallel"},
+		{"negative MaxWait", redisStore(redisstore.WithBatching(redisstore.Batching{MaxWait: -time.Millisecond})), "MaxWait"},
+		{"batching with and without", redisStore(redisstore.WithBatching(redisstore.Batching{}), redisstore.WithoutBatching()), "WithoutBatching"},
+		{"batching without and with", redisStore(redisstore.WithoutBatching(), redisstore.WithBatching(redisstore.Batching{})), "WithBatching"},
+		{"zero max keys", memory(memorystore.WithMaxKeys(0)), "WithMaxKeys"},
+		{"nil memory clock", memory(memorystore.WithClock(nil)), "WithClock"},
+		{"zero lease size", leasing(leasestore.WithSize(0)), "WithSize"},
+		{"zero lease hold", leasing(leasestore.WithHold(0)), "WithHold"},
+		{"nil leasing clock", leasing(leasestore.WithClock(nil)), "WithClock"},
+		{"nil Limiter clock", limiter(core.WithClock(nil)), "WithClock"},
+		{"zero timeout", limiter(core.WithTimeout(0)), "timeout"},
+		{"negative breaker failures", limiter(core.WithBreaker(core.BreakerConfig{Failures: -1})), "WithBreaker"},
+		{"zero fallback keys", limiter(core.WithFallbackMaxKeys(0)), "WithFallbackMaxKeys"},
+		{"a prefix with a brace", limiter(core.WithPrefix("a{b")), "prefix"},
+		{"nil observer", limiter(core.WithObserver(nil)), "WithObserver"},
 	} {
-		if bad.err == nil {
-			t.Errorf("%s accepted", bad.name)
+		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one naming %q", tc.name, tc.err, tc.want)
 		}
 	}
-	if _, err := core.NewRedisStore(nil); err == nil {
-		t.Error("NewRedisStore took a nil client")
+	for name, err := range map[string]error{
+		"Limiter": limiter(core.WithClock(time.Now), core.WithPrefix("app:"), core.WithShadow(), core.WithFallbackMaxKeys(10)),
+		"memory":  memory(memorystore.WithClock(time.Now), memorystore.WithMaxKeys(10)),
+		"redis":   redisStore(redisstore.WithBatching(redisstore.Batching{MaxBatch: 8})),
+		"leasing": leasing(leasestore.WithSize(8), leasestore.WithHold(time.Second), leasestore.WithClock(time.Now)),
+	} {
+		if err != nil {
+			t.Errorf("%s refused valid options: %v", name, err)
+		}
 	}
-	if _, err := core.NewLeasingStore(nil); err == nil {
-		t.Error("NewLeasingStore took a nil store")
+	if _, err := redisstore.New(nil); err == nil {
+		t.Error("redisstore.New took a nil client")
 	}
-	if _, err := core.NewRedisStore(scripterOnly{client}, core.WithBatching(core.Batching{})); err == nil {
+	if _, err := leasestore.New(nil); err == nil {
+		t.Error("leasestore.New took a nil store")
+	}
+	if _, err := redisstore.New(testkit.ScripterOnly{Scripter: client}, redisstore.WithBatching(redisstore.Batching{})); err == nil {
 		t.Error("batching accepted over a client without Pipeline")
 	}
-	if _, err := core.NewRedisStore(scripterOnly{client}); err != nil {
+	if _, err := redisstore.New(testkit.ScripterOnly{Scripter: client}); err != nil {
 		t.Errorf("the default refused a client without Pipeline: %v", err)
 	}
 }
@@ -125,7 +111,7 @@ func TestOptionsValidated(t *testing.T) {
 // TestCheckUnvalidatedRules: a rule that ValidateRules would refuse makes
 // Check return an error, never panic.
 func TestCheckUnvalidatedRules(t *testing.T) {
-	l := newLimiter(t, core.MustMemoryStore())
+	l := newLimiter(t, testkit.MustMemory())
 	id := func(core.Request) (string, error) { return "user:1", nil }
 	for name, r := range map[string]core.Rule{
 		"no key function": {Name: "r", Limit: core.PerMinute(10)},

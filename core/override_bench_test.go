@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
 )
 
 // BenchmarkOverride measures what a rule that takes overrides costs next
@@ -22,7 +23,7 @@ import (
 func BenchmarkOverride(b *testing.B) {
 	srv := redistest.StartServer(b)
 	client := srv.Client(b, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-	store := core.MustRedisStore(client)
+	store := testkit.MustRedis(client)
 	b.Cleanup(func() { store.Close() })
 	l, err := core.NewLimiter(store, core.WithTimeout(time.Second))
 	if err != nil {
@@ -30,7 +31,7 @@ func BenchmarkOverride(b *testing.B) {
 	}
 	b.Cleanup(func() { l.Close() })
 	ctx := context.Background()
-	ids := benchKeys(b, "id:", 1000)
+	ids := testkit.BenchKeys(b, "id:", 1000)
 	limit := core.PerSecond(1_000_000) // no call reaches it: every call writes
 	for _, overrides := range []bool{false, true} {
 		name := map[bool]string{false: "plain", true: "overrides"}[overrides]
@@ -61,7 +62,7 @@ func BenchmarkOverride(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			calls, usec := evalshaStats(b, ctx, client)
+			calls, usec := testkit.EvalshaStats(b, ctx, client)
 			if calls < int64(b.N) {
 				b.Fatalf("fixture: %d script calls for %d decisions", calls, b.N)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
 )
 
 // overRule returns a rule named name that limits id by limit and takes
@@ -89,9 +90,9 @@ func TestOverrideBeatsPlan(t *testing.T) {
 
 // An override takes the rule's algorithm, and expires with its TTL.
 func TestOverrideExpires(t *testing.T) {
-	clock := &fakeClock{now: start}
-	c, advance := fakeRedis(t, clock)
-	l := newLimiter(t, core.MustRedisStore(c), core.WithClock(clock.Now))
+	clock := testkit.NewClock(testkit.Start)
+	c, advance := testkit.FakeRedis(t, clock)
+	l := newLimiter(t, testkit.MustRedis(c), core.WithClock(clock.Now))
 	fixed := core.Limit{Rate: 2, Period: time.Hour, Algorithm: core.FixedWindow}
 	r := overRule("api", fixed, "user:alice")
 	if err := l.SetOverride(context.Background(), r, "user:alice", core.PerHour(4), time.Minute); err != nil {
@@ -182,7 +183,7 @@ func TestOverrideDenialCached(t *testing.T) {
 // of a real deployment.
 func storeOn(t *testing.T, srv *redistest.Server) *core.Limiter {
 	client := srv.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-	store := core.MustRedisStore(client)
+	store := testkit.MustRedis(client)
 	t.Cleanup(func() { store.Close() })
 	return newLimiter(t, store, core.WithTimeout(time.Second))
 }
@@ -265,7 +266,7 @@ func TestOverrideCostsNoRoundTrip(t *testing.T) {
 func TestOverrideCluster(t *testing.T) {
 	redistest.Require(t)
 	c := redistest.StartCluster(t, 3).Client(t)
-	store := core.MustRedisStore(c)
+	store := testkit.MustRedis(c)
 	t.Cleanup(func() { store.Close() })
 	// a deadline that a busy machine's first calls to a new Cluster (slot
 	// map, dials, script loads) meet: the test is about slots, not time

@@ -9,6 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // A decision's results are its own: the buffers a direct store call
@@ -16,12 +18,12 @@ import (
 // another, must never change an earlier one.
 func TestDecisionsOwnTheirResults(t *testing.T) {
 	mr := miniredis.RunT(t)
-	mr.SetTime(start)
+	mr.SetTime(testkit.Start)
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
-	memory := core.MustMemoryStore()
+	memory := testkit.MustMemory()
 	t.Cleanup(func() { memory.Close() })
-	stores := map[string]core.Store{"memory": memory, "redis, keeps deadlines": core.MustRedisStore(client, core.WithoutBatching())}
+	stores := map[string]core.Store{"memory": memory, "redis, keeps deadlines": testkit.MustRedis(client, redisstore.WithoutBatching())}
 	for name, store := range stores {
 		t.Run(name, func(t *testing.T) {
 			l := newLimiter(t, store)

@@ -13,7 +13,7 @@ import (
 // ErrNotSupported is returned, wrapped, when a store lacks what a call
 // needs: a [Limiter.Peek], [Limiter.Refund] or [Limiter.Reset] over a
 // store that is no [QuotaStore], a [LeasingStore] over a store that is no
-// [QuotaStore] or [ResetWatcher], or reset watching over a Redis client
+// [QuotaStore], or reset watching over a Redis client
 // without pub/sub.
 var ErrNotSupported = errors.New("ratekit: not supported by the store")
 
@@ -93,11 +93,8 @@ func (l *Limiter) Refund(ctx context.Context, d Decision, rules ...string) error
 func (l *Limiter) refund(ctx context.Context, r *RuleResult) error {
 	check := []Check{{Key: r.key, Limit: r.Limit}}
 	if r.spent == spentFallback {
-		if l.replicas > 1 {
-			check[0].Limit = l.localLimit(r.Limit)
-		}
-		_, err := l.fallbackStore.RefundAllN(ctx, check, int(r.cost))
-		return err
+		l.refundLocal(check[0], int(r.cost))
+		return nil
 	}
 	qs, ok := l.store.(QuotaStore)
 	if !ok {
@@ -117,7 +114,7 @@ func (l *Limiter) refund(ctx context.Context, r *RuleResult) error {
 // Reset clears what identity spent under the named rule, in the store and
 // in this Limiter's memory (its denied-key cache and fallback state), so
 // that its next request finds the quota full. Over a store that tells of
-// resets ([ResetWatcher]), as a [RedisStore] does through Redis pub/sub,
+// resets ([QuotaStore].WatchResets), as package redisstore does through Redis pub/sub,
 // every other Limiter that watches the store forgets the key too as soon
 // as the message reaches it (milliseconds, while its subscription is
 // connected). The store call has the Limiter's deadline. It returns an
@@ -145,7 +142,7 @@ func (l *Limiter) Reset(ctx context.Context, rule, identity string) error {
 func (l *Limiter) forget(key string) {
 	l.denied.forget(key)
 	if l.fallbackStore != nil {
-		_ = l.fallbackStore.Reset(context.Background(), key) // in memory: cannot fail
+		l.fallbackStore.Reset(key)
 	}
 }
 
@@ -185,7 +182,7 @@ func (l *Limiter) quotaCall(ctx context.Context, f func(context.Context) error) 
 // watchResets makes the Limiter forget each key reset through another
 // process, when the store tells of resets.
 func (l *Limiter) watchResets() {
-	w, ok := l.store.(ResetWatcher)
+	w, ok := l.store.(QuotaStore)
 	if !ok {
 		return
 	}

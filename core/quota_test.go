@@ -13,6 +13,8 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // miniLimiter returns a Limiter over a RedisStore over a fresh miniredis
@@ -20,10 +22,10 @@ import (
 func miniLimiter(t *testing.T, opts ...core.Option) (*core.Limiter, *miniredis.Miniredis) {
 	t.Helper()
 	mr := miniredis.RunT(t)
-	mr.SetTime(start)
+	mr.SetTime(testkit.Start)
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { client.Close() })
-	store := core.MustRedisStore(client)
+	store := testkit.MustRedis(client)
 	t.Cleanup(func() { store.Close() })
 	return newLimiter(t, store, opts...), mr
 }
@@ -100,7 +102,7 @@ func TestRefundOfADenialGivesNothing(t *testing.T) {
 
 // Units spent by the fallback store go back to it.
 func TestRefundOfAFallbackDecision(t *testing.T) {
-	clock := &fakeClock{now: start}
+	clock := testkit.NewClock(testkit.Start)
 	l := newLimiter(t, downStore{}, core.WithClock(clock.Now))
 	r := rule("login", core.PerMinute(2), "ip:192.0.2.1")
 	for range 4 {
@@ -142,7 +144,7 @@ func TestResetReachesEveryReplica(t *testing.T) {
 	srv := redistest.StartServer(t)
 	limiter := func() *core.Limiter {
 		client := srv.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-		store := core.MustRedisStore(client)
+		store := testkit.MustRedis(client)
 		t.Cleanup(func() { store.Close() })
 		return newLimiter(t, store, core.WithTimeout(time.Second))
 	}
@@ -182,7 +184,7 @@ func TestResetReachesEveryReplica(t *testing.T) {
 // A reset clears the Limiter's own fallback state, so that a client
 // limited during an outage is freed at once.
 func TestResetClearsFallbackState(t *testing.T) {
-	clock := &fakeClock{now: start}
+	clock := testkit.NewClock(testkit.Start)
 	l := newLimiter(t, downStore{}, core.WithClock(clock.Now))
 	r := rule("login", core.PerMinute(1), "ip:192.0.2.1")
 	if d, _ := check(t, l, r); !d.Allowed {
@@ -215,7 +217,7 @@ func TestWatchingResetsWaitsOnNothing(t *testing.T) {
 		MaxRetries: -1,
 	})
 	t.Cleanup(func() { client.Close() })
-	store, err := core.NewRedisStore(client)
+	store, err := redisstore.New(client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +257,7 @@ func TestWatchingResetsSurvivesAPanickingHook(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	hook := allPanicHook{called: make(chan struct{}, 1)}
 	client.AddHook(hook)
-	store, err := core.NewRedisStore(client)
+	store, err := redisstore.New(client)
 	if err != nil {
 		t.Fatal(err)
 	}

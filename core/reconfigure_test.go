@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
 )
 
 // TestAlgorithmChangeOnLiveKeys switches a rule's algorithm while its keys
@@ -24,17 +25,17 @@ func TestAlgorithmChangeOnLiveKeys(t *testing.T) {
 	srv := redistest.StartServer(t)
 	client := srv.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
 	stores := map[string]core.Store{
-		"redis-server":         core.MustRedisStore(client),
-		"redis-server-batched": batched(t, client),
-		"memory":               core.MustMemoryStore(),
+		"redis-server":         testkit.MustRedis(client),
+		"redis-server-batched": testkit.Batched(t, client),
+		"memory":               testkit.MustMemory(),
 	}
 	for name, store := range stores {
 		t.Run(name, func(t *testing.T) {
 			var failures atomic.Int64
 			l := newLimiter(t, store, core.WithTimeout(10*time.Second), core.WithBreaker(core.BreakerConfig{Failures: 1}),
 				core.OnError(func(error) { failures.Add(1) }))
-			for _, from := range algorithms {
-				for _, to := range algorithms {
+			for _, from := range testkit.Algorithms {
+				for _, to := range testkit.Algorithms {
 					if from == to {
 						continue
 					}
@@ -69,7 +70,7 @@ func TestAlgorithmChangeOnLiveKeys(t *testing.T) {
 func TestKeyErrorIsNotAnOutage(t *testing.T) {
 	srv := redistest.StartServer(t)
 	client := srv.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-	store := &rejectingStore{inner: core.MustRedisStore(client), client: client, bad: "user:bad"}
+	store := &rejectingStore{inner: testkit.MustRedis(client), client: client, bad: "user:bad"}
 	l := newLimiter(t, store, core.WithTimeout(10*time.Second), core.WithBreaker(core.BreakerConfig{Failures: 1}))
 	for range 5 {
 		_, err := check(t, l, rule("r", core.PerMinute(100), "user:bad"))
@@ -103,7 +104,7 @@ func (s *rejectingStore) AllowAllN(ctx context.Context, checks []core.Check, n i
 	return s.inner.AllowAllN(ctx, checks, n)
 }
 
-func (s *rejectingStore) Traits() core.Traits { return core.TraitsOf(s.inner) }
+func (s *rejectingStore) Traits() core.Traits { return testkit.Traits(s.inner) }
 
 // TestReplicasShareNeverNever: under FailLocal with WithReplicas, a cost
 // that fits the global limit but not one replica's share is denied with a

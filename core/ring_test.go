@@ -6,8 +6,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
 )
 
 // ringMovedWithin bounds the time from a Ring server's death to the ring
@@ -36,7 +36,7 @@ func TestRingServerDown(t *testing.T) {
 		}
 		return c.Options().Addr
 	}
-	f := newFailover(t, core.MustRedisStore(ring))
+	f := newFailover(t, testkit.MustRedis(ring))
 	f.identities(true, func(key string) bool { return servedBy(key) == dead.Addr() })
 	movingKey, err := f.l.StorageKey("default", f.moving[0])
 	if err != nil {

@@ -12,13 +12,15 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // shardedStore is a store of shards named by the first byte of a key's
 // hash tag ("a" for the keys of identity "a1"), as a Redis Cluster client
 // names the master serving a key's slot; a shard fails while it is down.
 type shardedStore struct {
-	mem *core.MemoryStore
+	mem *memorystore.Store
 
 	mu    sync.Mutex
 	down  map[string]bool
@@ -28,7 +30,7 @@ type shardedStore struct {
 var errShardDown = errors.New("shard down")
 
 func newShardedStore(t *testing.T) *shardedStore {
-	s := &shardedStore{mem: core.MustMemoryStore(), down: map[string]bool{}}
+	s := &shardedStore{mem: testkit.MustMemory(), down: map[string]bool{}}
 	t.Cleanup(func() { s.mem.Close() })
 	return s
 }

@@ -2,13 +2,25 @@ package core
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"time"
 )
 
-// Store decides limits against shared or local state. Implementations are
-// safe for concurrent use. Being limited is a [Result], never an error; an
-// error means the store could not decide (bad input, or the store failed).
+// Store decides limits against shared or local state: package redisstore
+// keeps them in Redis, package memorystore in this process, and package
+// leasestore wraps a shared store to spend a hot key's units locally.
+// Implementations are safe for concurrent use. Being limited is a
+// [Result], never an error; an error means the store could not decide (bad
+// input, or the store failed). Package core/storetest proves a store with
+// one call.
+//
+// A store may state what it promises about its calls with a method
+// Traits() [Traits], which a [Limiter] reads once: a store that wraps
+// another should state the Traits of the store it wraps, changed only
+// where the wrapper changes what it promises. A store may also offer
+// AllowInto(ctx, checks, n, results []Result) error, AllowAllN deciding
+// into results, one per check: a Limiter then calls it instead, sparing an
+// allocation per decision.
 type Store interface {
 	// AllowAllN decides one or several limits at once, all or nothing: n
 	// units are spent from every check's key only if every limit allows
@@ -21,6 +33,26 @@ type Store interface {
 	// In a Redis Cluster all keys must share one hash slot, as the keys
 	// [Limiter.StorageKey] builds for one identity do.
 	AllowAllN(ctx context.Context, checks []Check, n int) ([]Result, error)
+}
+
+// intoStore is a [Store] that decides into results the caller gives it,
+// one per check, sparing the allocation of a slice (see [Store]).
+type intoStore interface {
+	AllowInto(ctx context.Context, checks []Check, n int, results []Result) error
+}
+
+// traitsReporter is a [Store] that states its [Traits] (see [Store]).
+type traitsReporter interface {
+	Traits() Traits
+}
+
+// traitsOf returns the [Traits] that s states, or the zero Traits when it
+// states none.
+func traitsOf(s Store) Traits {
+	if r, ok := s.(traitsReporter); ok {
+		return r.Traits()
+	}
+	return Traits{}
 }
 
 // Traits says what a [Store] promises about its calls, so that a [Limiter]
@@ -50,30 +82,12 @@ type Traits struct {
 	Shard func(key string) string
 }
 
-// TraitsReporter is implemented by a [Store] that states its [Traits].
-// A store that wraps another (for metrics, tracing, leasing) should
-// implement it by returning [TraitsOf] the store it wraps, changed only
-// where the wrapper changes what the inner store promises; otherwise the
-// wrapped store is called as if it promised nothing.
-type TraitsReporter interface {
-	Traits() Traits
-}
-
-// TraitsOf returns the [Traits] that s states, or the zero Traits when it
-// states none.
-func TraitsOf(s Store) Traits {
-	if r, ok := s.(TraitsReporter); ok {
-		return r.Traits()
-	}
-	return Traits{}
-}
-
 // Check is one limit to decide on one storage key, for [Store.AllowAllN].
 type Check struct {
 	Key   string
 	Limit Limit
 	// Override, when not empty, is the key of the identity's override of
-	// Limit, which a store that keeps overrides ([OverrideStore]) reads in
+	// Limit, which a store that keeps overrides ([QuotaStore]) reads in
 	// the same call: an override there replaces Limit's rate, period and
 	// burst, the algorithm staying Limit's, and the Result's Limit is the
 	// one applied. A store without overrides ignores it. It must differ
@@ -83,60 +97,12 @@ type Check struct {
 	Override string
 }
 
-// maxChecks bounds how many limits one call may decide.
-const maxChecks = 64
-
-// validate checks the arguments every store takes, before any work.
-func validate(checks []Check, n int) error {
-	if n < 1 {
-		return fmt.Errorf("%w: %d units (want at least 1)", ErrInvalidCost, n)
-	}
-	if len(checks) == 0 || len(checks) > maxChecks {
-		return fmt.Errorf("%w: %d checks in one call (want 1 to %d)", ErrInvalidLimit, len(checks), maxChecks)
-	}
-	for i := range checks {
-		if checks[i].Key == "" {
-			return fmt.Errorf("%w: empty storage key", ErrInvalidIdentity)
-		}
-		if o := checks[i].Override; o != "" {
-			if err := validateOverrideKey(checks[i].Key, o); err != nil {
-				return err
-			}
-		}
-		lim := checks[i].Limit
-		if err := lim.Validate(); err != nil {
-			return err
-		}
-		if lim.Algorithm == SlidingWindowLog && n > MaxLogCost && n <= lim.Rate {
-			return fmt.Errorf("%w: %d units in one call of %v (at most %d)", ErrInvalidCost, n, lim, MaxLogCost)
-		}
-	}
-	return nil
-}
-
-// result builds a Result from the four integers a decision yields, with
-// durations in microseconds. Remaining below zero, which a key spent under
-// a higher limit than limit reports, is zero.
-func result(limit Limit, allowed bool, remaining, retryUS, resetUS int64) Result {
-	remaining = max(remaining, 0)
-	retry := time.Duration(retryUS) * time.Microsecond
-	if retryUS < 0 {
-		retry = -1
-	}
-	return Result{
-		Limit:      limit,
-		Allowed:    allowed,
-		Remaining:  int(remaining),
-		RetryAfter: retry,
-		ResetAfter: time.Duration(resetUS) * time.Microsecond,
-	}
-}
-
 // QuotaStore is a [Store] that can also read, give back and clear what its
-// keys have spent: what [Limiter.Peek], [Limiter.Refund] and
-// [Limiter.Reset] need. [RedisStore], [MemoryStore] and [LeasingStore]
-// implement it; the conformance suite (package core/storetest) proves a
-// store's methods when it does.
+// keys have spent, keep per-identity overrides of limits, and tell of
+// resets: what [Limiter.Peek], [Limiter.Refund], [Limiter.Reset],
+// [Limiter.SetOverride] and [Limiter.ClearOverride] need. The stores of
+// packages redisstore, memorystore and leasestore implement it; the
+// conformance suite (package core/storetest) proves a store's methods.
 type QuotaStore interface {
 	Store
 	// PeekAll reports what each check's key would answer a request of one
@@ -156,29 +122,37 @@ type QuotaStore interface {
 	// leaves it full. The results are what [QuotaStore.PeekAll] would
 	// answer after the refund.
 	RefundAllN(ctx context.Context, checks []Check, n int) ([]Result, error)
-	// Reset clears each key, so that its next call finds it full. A store
-	// shared between processes also tells every process that watches it
-	// ([ResetWatcher]) of the keys reset, so that what they remember of
-	// those keys goes too.
+	// Reset clears each key, so that its next call finds it full, and
+	// tells every process that watches the store (WatchResets) of the keys
+	// reset, so that what they remember of those keys goes too.
 	Reset(ctx context.Context, keys ...string) error
-}
-
-// ResetWatcher is implemented by a [Store] shared between processes that
-// tells each of them of the keys reset through any other: a [RedisStore]
-// publishes every reset on [ResetChannel] (Redis pub/sub, which reaches
-// every node of a Cluster). A [Limiter] over such a store watches it and
-// forgets what it remembers of a reset key: its denied-key cache entry and
-// its fallback state.
-type ResetWatcher interface {
+	// SetOverride stores limit's rate, period and burst as the override at
+	// key override of the storage key key, for ttl (0: until cleared),
+	// replacing any override there, and tells watchers of key, so that a
+	// denial remembered under the old limit goes. A check whose
+	// [Check.Override] names an override the store holds is decided,
+	// peeked and refunded under the override's rate, period and burst,
+	// read within the same call, and its Result's Limit is the limit
+	// applied.
+	SetOverride(ctx context.Context, key, override string, limit Limit, ttl time.Duration) error
+	// ClearOverride removes the override at key override of the storage
+	// key key, if any, and tells watchers of key as SetOverride does.
+	ClearOverride(ctx context.Context, key, override string) error
 	// WatchResets calls fn with each key that a Reset through any process
-	// sharing the store clears, or whose override ([OverrideStore]) it sets
-	// or clears, this process's own included, until
-	// stop is called; stop waits for calls of fn in progress to return. fn
-	// runs on a goroutine of the store's and must not block. It returns an
-	// error when the store cannot watch (a client without pub/sub).
+	// sharing the store clears, or whose override it sets or clears, this
+	// process's own included, until stop is called; stop waits for calls
+	// of fn in progress to return. fn runs on a goroutine of the store's
+	// and must not block. It returns an error when the store cannot watch
+	// (a Redis client without pub/sub). A [Limiter] over the store
+	// watches it and forgets what it remembers of each key it hears of:
+	// its denied-key cache entry and its fallback state.
 	WatchResets(fn func(key string)) (stop func(), err error)
 }
 
-// ResetChannel is the Redis pub/sub channel on which a [RedisStore]
-// publishes the keys it resets, one message a key.
-const ResetChannel = "ratekit:resets"
+// ErrClosed is returned, wrapped, by a store that has been closed.
+var ErrClosed = errors.New("ratekit: store closed")
+
+// ErrMalformedReply is returned, wrapped, when a store answers with
+// something other than what it documents: a script reply that cannot be
+// read, or the wrong number of results.
+var ErrMalformedReply = errors.New("ratekit: malformed script reply")

@@ -11,6 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/leasestore"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // countingStore is a decorator, as a user would write one for metrics or
@@ -47,7 +50,7 @@ func (s *countingStore) Traits() core.Traits {
 	if !s.forward {
 		return core.Traits{}
 	}
-	return core.TraitsOf(s.inner)
+	return testkit.Traits(s.inner)
 }
 
 // TestDecoratedStoreKeepsDirectPath: a RedisStore over a client that keeps
@@ -58,8 +61,8 @@ func TestDecoratedStoreKeepsDirectPath(t *testing.T) {
 	m := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
-	inner := core.MustRedisStore(client)
-	if !core.TraitsOf(inner).KeepsDeadlines {
+	inner := testkit.MustRedis(client)
+	if !testkit.Traits(inner).KeepsDeadlines {
 		t.Fatal("fixture: the RedisStore does not keep deadlines")
 	}
 	for _, forward := range []bool{true, false} {
@@ -84,11 +87,11 @@ func TestDecoratedStoreKeepsDirectPath(t *testing.T) {
 // units, so most decisions cost the shared store nothing, and the traits
 // of the store it wraps carry through.
 func TestLimiterLeases(t *testing.T) {
-	clock := &fakeClock{now: start}
-	shared := &countingStore{inner: core.MustMemoryStore(core.WithClock(clock.Now)), forward: true}
-	leasing := core.MustLeasingStore(shared, core.WithClock(clock.Now))
+	clock := testkit.NewClock(testkit.Start)
+	shared := &countingStore{inner: testkit.MustMemory(memorystore.WithClock(clock.Now)), forward: true}
+	leasing := testkit.MustLeasing(shared, leasestore.WithClock(clock.Now))
 	t.Cleanup(func() { leasing.Close() })
-	if !core.TraitsOf(leasing).InProcess {
+	if !testkit.Traits(leasing).InProcess {
 		t.Fatal("the leasing store hides the traits of the store it wraps")
 	}
 	l := newLimiter(t, leasing, core.WithClock(clock.Now))

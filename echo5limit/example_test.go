@@ -14,6 +14,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/echo5limit"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // Two replicas of one Echo v5 app, each with a Limiter of its own over one
@@ -44,7 +45,7 @@ func Example() {
 	}()
 	replica := func() *echo.Echo { // as it starts in each process
 		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		store, err := core.NewRedisStore(rdb)
+		store, err := redisstore.New(rdb)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/echolimit"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // A global limit of 100 requests a minute per client IP that skips health
@@ -27,7 +28,7 @@ func Example() {
 	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // a still clock: the output is exact
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, err := core.NewRedisStore(rdb)
+	store, err := redisstore.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}

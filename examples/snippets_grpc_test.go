@@ -23,11 +23,12 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/grpclimit"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // A gRPC server, with the quick start's limiter and rules.
 func Example_grpc() {
-	mem, err := core.NewMemoryStore() // the quick start uses Redis
+	mem, err := memorystore.New() // the quick start uses Redis
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -6,12 +6,13 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/memorystore"
 	"github.com/ratekit/ratekit/otellimit"
 )
 
 // OpenTelemetry metrics of a Limiter.
 func Example_openTelemetry() {
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/keyfuncs"
 	"github.com/ratekit/ratekit/nethttp"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // Rules replaced at run time, and per-plan limits.
@@ -151,9 +152,9 @@ func Example_errorStatus() {
 }
 
 // redisStore returns a RedisStore over a Redis on localhost.
-func redisStore() *core.RedisStore {
+func redisStore() *redisstore.Store {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true, MaxRetries: -1})
-	store, err := core.NewRedisStore(rdb)
+	store, err := redisstore.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -29,8 +29,10 @@ import (
 	"github.com/ratekit/ratekit/fiberlimit"
 	"github.com/ratekit/ratekit/ginlimit"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/memorystore"
 	"github.com/ratekit/ratekit/nethttp"
 	"github.com/ratekit/ratekit/promlimit"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // net/http, with the quick start's setup.
@@ -41,7 +43,7 @@ func Example_netHTTP() {
 		ContextTimeoutEnabled: true, // the Limiter's deadline frees the connection: see core.WithTimeout
 		MaxRetries:            -1,   // no retry within a deadline of milliseconds
 	})
-	store, err := core.NewRedisStore(rdb)
+	store, err := redisstore.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func Example_netHTTP() {
 // Gin.
 func Example_gin() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	store, err := core.NewRedisStore(rdb)
+	store, err := redisstore.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func Example_gin() {
 // Echo.
 func Example_echo() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	store, err := core.NewRedisStore(rdb)
+	store, err := redisstore.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -116,7 +118,7 @@ func Example_echo() {
 // Fiber.
 func Example_fiber() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	store, err := core.NewRedisStore(rdb)
+	store, err := redisstore.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -158,7 +160,7 @@ func Example_sharedLimit() {
 	}()
 	newLimiter := func() *core.Limiter { // a replica's own client and Limiter
 		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-		store, err := core.NewRedisStore(rdb)
+		store, err := redisstore.New(rdb)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -259,7 +261,7 @@ func Example_clusterAndSentinel() {
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: []string{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"},
 	})
-	onCluster, err := core.NewRedisStore(cluster)
+	onCluster, err := redisstore.New(cluster)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -270,7 +272,7 @@ func Example_clusterAndSentinel() {
 		MasterName:    "mymaster",
 		SentinelAddrs: []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"},
 	})
-	onSentinel, err := core.NewRedisStore(failover)
+	onSentinel, err := redisstore.New(failover)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -281,7 +283,7 @@ func Example_clusterAndSentinel() {
 // The failure policy and the deadline of every store call.
 func Example_failureModes() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true, MaxRetries: -1})
-	store, err := core.NewRedisStore(rdb)
+	store, err := redisstore.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -301,7 +303,7 @@ func Example_failureModes() {
 // Prometheus metrics and debug logs.
 func Example_metrics() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	store, err := core.NewRedisStore(rdb)
+	store, err := redisstore.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -330,7 +332,7 @@ func Example_metrics() {
 // A new, lower limit tried in shadow mode beside the enforced one: it is
 // counted, and denies nothing.
 func Example_shadow() {
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -369,7 +371,7 @@ func Example_shadow() {
 // A store used directly, without rules or middleware.
 func Example_storeDirect() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	mem, err := core.NewMemoryStore()
+	mem, err := memorystore.New()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -380,7 +382,7 @@ func Example_storeDirect() {
 	defer limiter.Close()
 	ctx := context.Background()
 	// snippet:direct
-	store, err := core.NewRedisStore(rdb)
+	store, err := redisstore.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -16,13 +16,14 @@ import (
 	"github.com/ratekit/ratekit/echo5limit"
 	"github.com/ratekit/ratekit/fiber3limit"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // quickStart is the README's quick start setup: a Limiter over Redis and a
 // rule of 100 requests a minute per client IP.
 func quickStart() (*core.Limiter, []core.Rule) {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	store, err := core.NewRedisStore(rdb)
+	store, err := redisstore.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/fiber3limit"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/memorystore"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // A global limit of 100 requests a minute per client IP that skips health
@@ -34,7 +36,7 @@ func Example() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, err := core.NewRedisStore(rdb)
+	store, err := redisstore.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func ExampleKey() {
 		}
 		return "", core.ErrNoIdentity
 	})
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		log.Fatal(err)
 	}

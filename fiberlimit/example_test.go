@@ -13,6 +13,8 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/fiberlimit"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/memorystore"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // Key limits by what only Fiber knows. The identity it returns is copied,
@@ -24,7 +26,7 @@ func ExampleKey() {
 		}
 		return "", core.ErrNoIdentity
 	})
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func Example() {
 	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // a still clock: the output is exact
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, err := core.NewRedisStore(rdb)
+	store, err := redisstore.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/grpclimit"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // A limit of 2 calls a minute per client IP address on every method of a
@@ -24,9 +25,9 @@ import (
 // details say how long to wait and which rule denied it.
 func Example() {
 	// a MemoryStore on a still clock, so that the output is exact; a
-	// fleet shares a core.RedisStore instead
+	// fleet shares a redisstore.Store instead
 	still := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	store, err := core.NewMemoryStore(core.WithClock(func() time.Time { return still }))
+	store, err := memorystore.New(memorystore.WithClock(func() time.Time { return still }))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func Example() {
 // One interceptor holds every rule; a rule of its own limits one method
 // more, and the others not at all.
 func ExampleExceptMethods() {
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ratekit/ratekit/internal/adaptertest"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // fleet starts a real redis-server and n gRPC servers over it, each with a
@@ -24,7 +25,7 @@ func fleet(t *testing.T, n int, rules []core.Rule) []*grpc.ClientConn {
 	redis := redistest.StartServer(t)
 	conns := make([]*grpc.ClientConn, n)
 	for i := range conns {
-		store, err := core.NewRedisStore(redis.Client(t))
+		store, err := redisstore.New(redis.Client(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/inflight"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // At most limit slots are taken; a released one is free again at once.
@@ -99,7 +100,7 @@ func TestKeyExpiryKeepsLongestLease(t *testing.T) {
 // Keys are core's: the same prefix, name, hash tag and hashing of unsafe
 // identities.
 func TestKeyMatchesCore(t *testing.T) {
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		t.Fatal(err)
 	}

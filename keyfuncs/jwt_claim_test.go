@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 func TestJWTClaim(t *testing.T) {
@@ -102,7 +103,7 @@ func TestJWTClaimConfig(t *testing.T) {
 // a pro token gets the pro limit; no token, a token without a plan, an
 // unknown plan and a forged pro token get the rule's default limit.
 func TestJWTClaimPlanLimits(t *testing.T) {
-	store := must(core.NewMemoryStore())
+	store := must(memorystore.New())
 	defer store.Close()
 	lim := must(core.NewLimiter(store))
 	defer lim.Close()

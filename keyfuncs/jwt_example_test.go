@@ -12,6 +12,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // A verified token's "plan" claim picks the limit of a rule: pro users get
@@ -37,7 +38,7 @@ func ExampleJWTClaimHMAC() {
 	}
 	rule := core.Rule{Name: "api", Limit: core.PerMinute(10), LimitOf: limitOf, Key: keyfuncs.First(user, clientIP)}
 
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		log.Fatal(err)
 	}

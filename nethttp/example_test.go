@@ -14,12 +14,14 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/memorystore"
 	"github.com/ratekit/ratekit/nethttp"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // Wrap limits one handler.
 func ExampleWrap() {
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,7 +62,7 @@ func Example() {
 	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // a still clock: the output is exact
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer rdb.Close()
-	store, err := core.NewRedisStore(rdb)
+	store, err := redisstore.New(rdb)
 	if err != nil {
 		log.Fatal(err)
 	}

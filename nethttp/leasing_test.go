@@ -12,7 +12,9 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/leasestore"
 	"github.com/ratekit/ratekit/nethttp"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // TestLeasingThroughMiddleware: with a LeasingStore under the Limiter,
@@ -22,11 +24,11 @@ import (
 func TestLeasingThroughMiddleware(t *testing.T) {
 	srv := redistest.StartServer(t)
 	client := srv.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-	shared, err := core.NewRedisStore(client)
+	shared, err := redisstore.New(client)
 	if err != nil {
 		t.Fatal(err)
 	}
-	leasing, err := core.NewLeasingStore(shared)
+	leasing, err := leasestore.New(shared)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/memorystore"
 	"github.com/ratekit/ratekit/otellimit"
 )
 
@@ -21,7 +22,7 @@ import (
 // third login attempt in a minute meets a limit of two, and a collection
 // tells.
 func Example() {
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		log.Fatal(err)
 	}

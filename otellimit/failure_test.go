@@ -14,13 +14,14 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/adaptertest"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // failingStore is a core.Store and nothing more: it states no traits, so
 // a Limiter puts its deadline, breaker and failure policy in front of it.
 // It fails as told, and otherwise decides in a MemoryStore.
 type failingStore struct {
-	mem *core.MemoryStore
+	mem *memorystore.Store
 
 	mu   sync.Mutex
 	err  error         // the error of every call, while set

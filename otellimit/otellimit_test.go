@@ -21,6 +21,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/adaptertest"
 	"github.com/ratekit/ratekit/otellimit"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // A known sequence over a MemoryStore on a stopped clock: exact counts,
@@ -62,7 +63,7 @@ func TestDeniedCacheHits(t *testing.T) {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
-	store, err := core.NewRedisStore(rdb)
+	store, err := redisstore.New(rdb)
 	if err != nil {
 		t.Fatal(err)
 	}

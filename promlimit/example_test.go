@@ -15,6 +15,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/memorystore"
 	"github.com/ratekit/ratekit/promlimit"
 )
 
@@ -25,7 +26,7 @@ func Example() {
 	registry := prometheus.NewRegistry() // or prometheus.MustRegister(collector)
 	registry.MustRegister(collector)
 
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		log.Fatal(err)
 	}

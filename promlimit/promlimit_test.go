@@ -25,8 +25,10 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/memorystore"
 	"github.com/ratekit/ratekit/nethttp"
 	"github.com/ratekit/ratekit/promlimit"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 func newLimiter(t *testing.T, store core.Store, opts ...core.Option) *core.Limiter {
@@ -40,9 +42,9 @@ func newLimiter(t *testing.T, store core.Store, opts ...core.Option) *core.Limit
 }
 
 // memoryStore returns a new MemoryStore, closed when the test ends.
-func memoryStore(t *testing.T) *core.MemoryStore {
+func memoryStore(t *testing.T) *memorystore.Store {
 	t.Helper()
-	s, err := core.NewMemoryStore()
+	s, err := memorystore.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +219,7 @@ func TestDeniedCacheHits(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rdb.Close() })
 	c := promlimit.MustNew()
-	rs, err := core.NewRedisStore(rdb)
+	rs, err := redisstore.New(rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +310,7 @@ func TestWithShadow(t *testing.T) {
 
 // store is a core.Store that fails with err while err is set.
 type store struct {
-	mem *core.MemoryStore
+	mem *memorystore.Store
 	err atomic.Pointer[error]
 }
 

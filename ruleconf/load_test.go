@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/memorystore"
 	"github.com/ratekit/ratekit/ruleconf"
 )
 
@@ -134,7 +135,7 @@ func TestReload(t *testing.T) {
 // pro limit, no plan or an unknown plan the rule's, and a rule's cost and
 // shadow mode apply.
 func TestLimiter(t *testing.T) {
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		t.Fatal(err)
 	}

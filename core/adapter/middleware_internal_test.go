@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // TestMiddlewareFailurePolicies feeds Handle the decisions that the
@@ -73,7 +74,7 @@ func TestMiddlewareFailurePolicies(t *testing.T) {
 		},
 	}
 	rules := []core.Rule{{Name: "default", Limit: limit, Key: func(core.Request) (string, error) { return "static:x", nil }}}
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func TestMiddlewareOverFailingStore(t *testing.T) {
 		t.Run(tt.policy.String(), func(t *testing.T) {
 			clock := adaptertest.NewClock() // the local fallback's window stays put
 			l := adaptertest.NewLimiterOver(t, adaptertest.FailingStore{},
-				core.WithFailurePolicy(tt.policy), core.WithFallbackOptions(core.WithClock(clock.Now)))
+				core.WithFailurePolicy(tt.policy), core.WithClock(clock.Now))
 			m, err := adapter.New(l, []core.Rule{adaptertest.FixedRule("default", 100)}, adapter.Config{})
 			if err != nil {
 				t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/storetest"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // storeFunc is a Store made of its AllowAllN.
@@ -207,7 +208,7 @@ func TestBrokenStore(t *testing.T) {
 		t.Fatalf("no broken store %q", name)
 	}
 	c := &clock{now: time.Date(2026, 3, 14, 15, 9, 26, 535_897_000, time.UTC)}
-	inner := memoryStores(core.WithClock(c.Now))
+	inner := memoryStores(memorystore.WithClock(c.Now))
 	b := brokenStores[i]
 	storetest.Run(t, func(t *testing.T) core.Store {
 		if b.wrapQuota != nil {

@@ -8,9 +8,9 @@
 //	}
 //
 // where newStore returns a fresh store for each case. core runs it on
-// [core.MemoryStore], on [core.RedisStore] over miniredis, a real Redis
-// (with and without [core.WithBatching]) and a real Redis Cluster, and on
-// [core.LeasingStore].
+// [memorystore.Store], on [redisstore.Store] over miniredis, a real Redis
+// (with and without [redisstore.WithBatching]) and a real Redis Cluster, and on
+// [leasestore.Store].
 //
 // # Time
 //
@@ -94,7 +94,7 @@
 //     denied with nothing remaining; for GCRA on a clock the suite steps,
 //     exactly until 0.6 period, when a unit has refilled at the new rate.
 //
-// Cases of [core.OverrideStore]'s methods run when the store under test
+// Cases of [core.QuotaStore]'s methods run when the store under test
 // implements it (skipped otherwise); their checks name an override key,
 // the storage key and ":override", and each result is checked for the
 // limit that applies, the override's or the check's:
@@ -117,7 +117,7 @@
 // # Leasing stores
 //
 // A store that takes units ahead of demand and spends them locally, as
-// [core.LeasingStore] does, passes [WithLeasing]: the suite then allows the
+// [leasestore.Store] does, passes [WithLeasing]: the suite then allows the
 // differences such a store documents in the fields of its results (see
 // WithLeasing), and checks everything else as for an exact store. Its
 // documented overshoot arises only across replicas and over time; the

@@ -5,12 +5,13 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/storetest"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // newMemoryStore gives each case of the suite a MemoryStore of its own, on
 // its default clock, closed when the case ends.
 func newMemoryStore(t *testing.T) core.Store {
-	s, err := core.NewMemoryStore()
+	s, err := memorystore.New()
 	if err != nil {
 		t.Fatal(err)
 	}

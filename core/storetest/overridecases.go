@@ -8,7 +8,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 )
 
-// overrideCases are the cases of [core.OverrideStore]'s methods, run only
+// overrideCases are the cases of [core.QuotaStore]'s methods, run only
 // on a store that implements it.
 var overrideCases = []testCase{
 	{"OverrideRaisesAndLowers", true, false, overrideRaisesAndLowers},
@@ -19,11 +19,11 @@ var overrideCases = []testCase{
 
 // overrides returns the store under test as an OverrideStore, or skips
 // the case.
-func (h *harness) overrides() core.OverrideStore {
+func (h *harness) overrides() core.QuotaStore {
 	h.t.Helper()
-	o, ok := h.store.(core.OverrideStore)
+	o, ok := h.store.(core.QuotaStore)
 	if !ok {
-		h.t.Skipf("storetest: %T is not a core.OverrideStore", h.store)
+		h.t.Skipf("storetest: %T is not a core.QuotaStore", h.store)
 	}
 	return o
 }

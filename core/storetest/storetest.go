@@ -35,7 +35,7 @@ func WithAdvance(advance func(d time.Duration)) Option {
 // WithSynctest runs each case in a bubble of [testing/synctest], where
 // time.Now is a fake clock that stands still until the suite steps it with
 // time.Sleep: for a store that reads time.Now in this process, such as a
-// [core.MemoryStore] without [core.WithClock]. newStore is then called
+// [memorystore.Store] without [memorystore.WithClock]. newStore is then called
 // inside the bubble: goroutines the store starts must end by the end of the
 // case, through a cleanup registered on the t newStore is given.
 func WithSynctest() Option {
@@ -43,7 +43,7 @@ func WithSynctest() Option {
 }
 
 // WithLeasing declares that the store may take units from a shared store
-// ahead of demand and spend them locally, as a [core.LeasingStore] does,
+// ahead of demand and spend them locally, as a [leasestore.Store] does,
 // and relaxes what the suite checks where such a store is allowed to
 // differ from an exact one:
 //

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/storetest"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // clock is a fake clock that stands still until stepped.
@@ -28,9 +29,9 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 // memoryStores returns a constructor of MemoryStores with opts.
-func memoryStores(opts ...core.Option) func(t *testing.T) core.Store {
+func memoryStores(opts ...memorystore.Option) func(t *testing.T) core.Store {
 	return func(t *testing.T) core.Store {
-		s, err := core.NewMemoryStore(opts...)
+		s, err := memorystore.New(opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +47,7 @@ func TestMemoryStore(t *testing.T) {
 	t.Run("fake clock", func(t *testing.T) {
 		// a few seconds before an hour's edge: fixed windows end soon
 		c := &clock{now: time.Date(2026, 3, 14, 15, 59, 57, 123_456_000, time.UTC)}
-		storetest.Run(t, memoryStores(core.WithClock(c.Now)), storetest.WithAdvance(c.Advance))
+		storetest.Run(t, memoryStores(memorystore.WithClock(c.Now)), storetest.WithAdvance(c.Advance))
 	})
 	t.Run("real clock", func(t *testing.T) {
 		storetest.Run(t, memoryStores())

@@ -45,6 +45,8 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/examples/internal/app"
+	"github.com/ratekit/ratekit/memorystore"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // settings size the demo.
@@ -146,7 +148,7 @@ func (d *demo) run() error {
 			MaxRetries:            -1,   // the breaker decides when to try again,
 			DialerRetries:         1,    // not the client
 		})
-		store, err := core.NewRedisStore(rdb)
+		store, err := redisstore.New(rdb)
 		if err != nil {
 			rdb.Close()
 			return nil, nil, err
@@ -192,7 +194,7 @@ func (d *demo) run() error {
 	// 2. Per-replica memory: N times the limit.
 	d.phase(2, "The same traffic, each replica counting in its own memory")
 	local, err := d.startFleet(func() (*core.Limiter, func(), error) {
-		store, err := core.NewMemoryStore()
+		store, err := memorystore.New()
 		if err != nil {
 			return nil, nil, err
 		}

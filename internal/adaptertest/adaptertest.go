@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // T0 is where every Clock starts: 30 seconds into a minute, so that a
@@ -58,9 +59,9 @@ func NewLimiter(tb testing.TB, opts ...core.Option) (*core.Limiter, *Clock) {
 
 // NewMemoryStore returns a MemoryStore that reads clock, closed when the
 // test ends.
-func NewMemoryStore(tb testing.TB, clock *Clock) *core.MemoryStore {
+func NewMemoryStore(tb testing.TB, clock *Clock) *memorystore.Store {
 	tb.Helper()
-	store, err := core.NewMemoryStore(core.WithClock(clock.Now))
+	store, err := memorystore.New(memorystore.WithClock(clock.Now))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -143,8 +144,13 @@ func (s *ContextStore) Seen() any {
 	return s.seen
 }
 
-// Traits implements core.TraitsReporter: those of Store.
-func (s *ContextStore) Traits() core.Traits { return core.TraitsOf(s.Store) }
+// Traits states those of Store, as a wrapping store should.
+func (s *ContextStore) Traits() core.Traits {
+	if r, ok := s.Store.(interface{ Traits() core.Traits }); ok {
+		return r.Traits()
+	}
+	return core.Traits{}
+}
 
 // BenchClients is how many distinct clients the adapters' benchmarks
 // cycle through.
@@ -157,7 +163,7 @@ func BenchClient(i int) string { return "client-" + strconv.Itoa(i%BenchClients)
 // clock, and one rule, keyed by ClientKey, that no benchmark exhausts.
 func BenchLimiter(tb testing.TB) (*core.Limiter, []core.Rule) {
 	tb.Helper()
-	store, err := core.NewMemoryStore()
+	store, err := memorystore.New()
 	if err != nil {
 		tb.Fatal(err)
 	}

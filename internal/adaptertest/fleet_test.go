@@ -26,6 +26,7 @@ import (
 	"github.com/ratekit/ratekit/ginlimit"
 	"github.com/ratekit/ratekit/internal/adaptertest"
 	"github.com/ratekit/ratekit/nethttp"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // replica is one app of the fleet: send serves one request and returns its
@@ -51,7 +52,7 @@ func newLimiter(t *testing.T, addr string) *core.Limiter {
 	t.Cleanup(func() { c.Close() })
 	// a generous deadline: under -race on a busy machine miniredis can
 	// miss 50 ms, which would send requests to the local fallback
-	store, err := core.NewRedisStore(c)
+	store, err := redisstore.New(c)
 	if err != nil {
 		t.Fatal(err)
 	}

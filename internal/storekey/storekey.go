@@ -109,3 +109,23 @@ func ValidateName(what, s string, emptyOK bool) error {
 	}
 	return nil
 }
+
+// HashTag returns the part of key that Redis Cluster hashes: the text
+// between the first '{' and the next '}', when not empty, else all of key.
+// Keys that share a hash tag share a slot, and a store's lock stripe.
+func HashTag(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '{' {
+			for j := i + 1; j < len(key); j++ {
+				if key[j] == '}' {
+					if j > i+1 {
+						return key[i+1 : j]
+					}
+					return key
+				}
+			}
+			return key
+		}
+	}
+	return key
+}

@@ -10,13 +10,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/leasestore"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // mode is how the store reaches Redis.
 type mode int
 
 const (
-	unbatched mode = iota // core.WithoutBatching(): one command a call
+	unbatched mode = iota // redisstore.WithoutBatching(): one command a call
 	batched               // the default: concurrent calls share pipelines
 	leasing               // a LeasingStore over the default RedisStore
 )
@@ -29,11 +31,11 @@ func (m mode) String() string { return modeNames[m] }
 func (m mode) setup() string {
 	switch m {
 	case unbatched:
-		return "`core.NewRedisStore(client, core.WithoutBatching())`"
+		return "`redisstore.New(client, redisstore.WithoutBatching())`"
 	case batched:
-		return "`core.NewRedisStore(client)` (batching by default)"
+		return "`redisstore.New(client)` (batching by default)"
 	default:
-		return "`core.NewLeasingStore(core.NewRedisStore(client))` (defaults)"
+		return "`leasestore.New(redisstore.New(client))` (defaults)"
 	}
 }
 
@@ -115,32 +117,32 @@ type closingStore interface {
 // openStore builds the store of m over client, and returns the lease size
 // it takes under limit (0 when it does not lease).
 func openStore(client *redis.Client, m mode, limit core.Limit) (closingStore, int, error) {
-	var opts []core.Option
+	var opts []redisstore.Option
 	if m == unbatched {
-		opts = append(opts, core.WithoutBatching())
+		opts = append(opts, redisstore.WithoutBatching())
 	}
-	rs, err := core.NewRedisStore(client, opts...)
+	rs, err := redisstore.New(client, opts...)
 	if err != nil {
 		return nil, 0, err
 	}
 	if m != leasing {
 		return rs, 0, nil
 	}
-	ls, err := core.NewLeasingStore(rs)
+	ls, err := leasestore.New(rs)
 	if err != nil {
 		return nil, 0, err
 	}
-	return leased{ls, rs}, ls.LeaseSize(limit), nil
+	return leased{ls, rs}, ls.Size(limit), nil
 }
 
 // leased is a LeasingStore whose Close also closes its RedisStore.
 type leased struct {
-	*core.LeasingStore
-	inner *core.RedisStore
+	*leasestore.Store
+	inner *redisstore.Store
 }
 
 func (l leased) Close() error {
-	err := l.LeasingStore.Close()
+	err := l.Store.Close()
 	if ierr := l.inner.Close(); err == nil {
 		err = ierr
 	}

@@ -3,8 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/ratekit/ratekit/bench/internal/proccpu"
 	"time"
+
+	"github.com/ratekit/ratekit/bench/internal/proccpu"
 
 	"github.com/redis/go-redis/v9"
 

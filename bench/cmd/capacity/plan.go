@@ -62,6 +62,6 @@ func leasedCap(perCallUS, callsPerDecision float64) (leaseCap, bool) {
 func mbits(bytesPerDecision, rate float64) float64 { return bytesPerDecision * rate * 8 / 1e6 }
 
 // overshoot returns the most units replicas leasing leaseSize units each
-// admit over a limit per window, from core.LeasingStore's bound:
+// admit over a limit per window, from leasestore.Store's bound:
 // limit + (lease size − 1) × replicas.
 func overshoot(leaseSize, replicas int) int { return max(leaseSize-1, 0) * replicas }

@@ -3,11 +3,12 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"github.com/ratekit/ratekit/bench/internal/proccpu"
 	"io"
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/ratekit/ratekit/bench/internal/proccpu"
 
 	"github.com/ratekit/ratekit/bench/internal/figures"
 	"github.com/ratekit/ratekit/core"

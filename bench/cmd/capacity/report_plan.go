@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
-	"github.com/ratekit/ratekit/bench/internal/proccpu"
 	"math"
 	"time"
+
+	"github.com/ratekit/ratekit/bench/internal/proccpu"
 
 	"github.com/ratekit/ratekit/bench/internal/figures"
 	"github.com/ratekit/ratekit/core"
@@ -95,7 +96,7 @@ func (r *report) leasingCap(p *printer) {
 	lrow, urow := r.rows[li], r.rows[ui]
 	size := lrow.samples[0].leaseSize
 	calls := lrow.stat(sample.scriptCalls).med
-	p.f("Leasing (GCRA): a lease takes `LeaseSize` units in one script call, `core.LeasingStore.LeaseSize`")
+	p.f("Leasing (GCRA): a lease takes `LeaseSize` units in one script call, `leasestore.Store.LeaseSize`")
 	p.f("of the limit, here min(%s ÷ 64, 1024) = %d units; the replica then spends them without Redis for up", figures.Thousands(benchRate), size)
 	p.f("to the lease's hold. Measured on the hot key (%s), Redis saw %.5f script calls per decision, where", id(li), calls)
 	p.f("1 ÷ %d = %.5f would be one call per lease. Each lease call costs about what one unbatched call does", size, 1/float64(size))
@@ -119,7 +120,7 @@ func (r *report) leasingCap(p *printer) {
 	p.f("  replicas, (%d − 1) × %d = %s units over the limit per window; here that is %.3f%% of %s per minute.",
 		size, r.opts.replicas, figures.Thousands(float64(over)), 100*float64(over)/benchRate, figures.Thousands(benchRate))
 	p.f("  Under the default size (capacity ÷ 64, for capacities of 128 to 65,536) it is up to %d ÷ 64 = %.2f× the", r.opts.replicas, float64(r.opts.replicas)/64)
-	p.f("  limit: lease only keys whose limit is far above (LeaseSize − 1) × replicas, or set `core.WithLeaseSize`.")
+	p.f("  limit: lease only keys whose limit is far above (LeaseSize − 1) × replicas, or set `leasestore.WithSize`.")
 	p.f("")
 }
 

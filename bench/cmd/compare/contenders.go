@@ -20,6 +20,9 @@ import (
 	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/leasestore"
+	"github.com/ratekit/ratekit/memorystore"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // decideFunc makes one decision for key. Each goroutine of a run has its own.
@@ -68,19 +71,19 @@ var algConst = map[core.Algorithm]string{
 // cost.
 func ratekitContender(alg core.Algorithm, windowed, refills, unbatched bool) contender {
 	name, algorithm := "ratekit "+alg.String(), alg.String()
-	newStore := "`core.NewRedisStore(client)` (batching on: up to 128 calls a pipeline, 4 pipelines in flight)"
-	var opts []core.Option
+	newStore := "`redisstore.New(client)` (batching on: up to 128 calls a pipeline, 4 pipelines in flight)"
+	var opts []redisstore.Option
 	if unbatched {
 		name, algorithm = name+" unbatched", algorithm+", unbatched"
-		newStore = "`core.NewRedisStore(client, core.WithoutBatching())`"
-		opts = append(opts, core.WithoutBatching()) // one command a call: the script's own cost
+		newStore = "`redisstore.New(client, redisstore.WithoutBatching())`"
+		opts = append(opts, redisstore.WithoutBatching()) // one command a call: the script's own cost
 	}
 	return contender{
 		name: name, module: "github.com/ratekit/ratekit",
 		algorithm: algorithm, kind: kindRatekit, windowed: windowed, refills: refills,
 		setup: newStore + "; `store.AllowAllN(ctx, []core.Check{{Key: key, Limit: core.PerMinute(n).WithAlgorithm(core." + algConst[alg] + ")}}, 1)`",
 		open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
-			store, err := core.NewRedisStore(client, opts...)
+			store, err := redisstore.New(client, opts...)
 			if err != nil {
 				return nil, err
 			}
@@ -115,17 +118,17 @@ func storeDecider(ctx context.Context, store core.Store, l core.Limit) (func() d
 // check's limit, on which its bound depends: LeasingStore's default, 1/64
 // of the limit's capacity.
 var exactLeaseSize = func() int {
-	mem, err := core.NewMemoryStore()
+	mem, err := memorystore.New()
 	if err != nil {
 		panic(err)
 	}
 	defer mem.Close()
-	s, err := core.NewLeasingStore(mem)
+	s, err := leasestore.New(mem)
 	if err != nil {
 		panic(err)
 	}
 	defer s.Close()
-	return s.LeaseSize(core.PerMinute(exactLimit))
+	return s.Size(core.PerMinute(exactLimit))
 }()
 
 // ratekitStoreContender is ratekit's GCRA through a store other than the
@@ -166,13 +169,13 @@ func contenders() []contender {
 		ratekitContender(core.GCRA, false, true, true),
 		ratekitContender(core.FixedWindow, true, false, true),
 		ratekitStoreContender(leasingName, "gcra, hot-key leasing",
-			"`core.NewLeasingStore(core.NewRedisStore(client))` (defaults: leases of 1/64 of the limit's capacity, at most 65,536 units, held 100ms)", exactLeaseSize-1,
+			"`leasestore.New(redisstore.New(client))` (defaults: leases of 1/64 of the limit's capacity, at most 65,536 units, held 100ms)", exactLeaseSize-1,
 			func(client *redis.Client) (core.Store, error) {
-				shared, err := core.NewRedisStore(client)
+				shared, err := redisstore.New(client)
 				if err != nil {
 					return nil, err
 				}
-				return core.NewLeasingStore(shared)
+				return leasestore.New(shared)
 			}),
 		limiterContender(),
 		middlewareContender(),

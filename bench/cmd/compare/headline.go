@@ -14,7 +14,7 @@ func headline(p func(string, ...any), res *benchResults, rounds int) {
 	if gcra < 0 {
 		return
 	}
-	p("ratekit's default algorithm through the store as it ships (`core.NewRedisStore(client)`, batching")
+	p("ratekit's default algorithm through the store as it ships (`redisstore.New(client)`, batching")
 	p("on), one `AllowAllN` call per decision, as a multiple of the bare INCR+PEXPIRE script through the")
 	p("same client (medians of per-round ratios; see below for the rest). For decisions/s above 1 is")
 	p("faster than the bare script; for latency above 1 is slower. In brackets, the lowest and highest")

@@ -12,7 +12,9 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/leasestore"
 	"github.com/ratekit/ratekit/nethttp"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // ruleName is the name of the one rule of the contenders that go through a
@@ -94,10 +96,10 @@ func limiterContender() contender {
 	return contender{
 		name: limiterName, module: "github.com/ratekit/ratekit",
 		algorithm: "gcra, through a Limiter", kind: kindRatekit, refills: true,
-		setup: "`core.NewLimiter(core.NewRedisStore(client), core.WithPrefix(prefix), core.WithFailurePolicy(core.FailClosed))` (the default deadline, 50 ms; 1 s in the network pass); " +
+		setup: "`core.NewLimiter(redisstore.New(client), core.WithPrefix(prefix), core.WithFailurePolicy(core.FailClosed))` (the default deadline, 50 ms; 1 s in the network pass); " +
 			"`limiter.Check(ctx, req, []core.Rule{{Name: \"api\", Limit: core.PerMinute(n), Key: identity}})`, the request a reused `core.Request` holding the identity",
 		open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
-			store, err := core.NewRedisStore(client)
+			store, err := redisstore.New(client)
 			if err != nil {
 				return nil, err
 			}
@@ -134,7 +136,7 @@ func middlewareContender() contender {
 		name: middlewareName, module: "github.com/ratekit/ratekit",
 		algorithm: "gcra, net/http middleware over hot-key leasing", kind: kindRatekit, refills: true, overshoot: exactLeaseSize - 1,
 		setup: "`nethttp.New(limiter, []core.Rule{{Name: \"api\", Limit: core.PerMinute(n), Key: keyfuncs.IP()}})` around a handler that writes 200, " +
-			"`limiter` as for Limiter.Check but over `core.NewLeasingStore(core.NewRedisStore(client))`; " +
+			"`limiter` as for Limiter.Check but over `leasestore.New(redisstore.New(client))`; " +
 			"`ServeHTTP` in process, on a reused `*http.Request` whose `RemoteAddr` is the key's address, and a minimal `ResponseWriter`",
 		open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
 			h, err := newLimitedHandler(client, limit)
@@ -165,11 +167,11 @@ func middlewareContender() contender {
 
 // newLimitedHandler returns the middleware contender's handler.
 func newLimitedHandler(client *redis.Client, limit int) (http.Handler, error) {
-	shared, err := core.NewRedisStore(client)
+	shared, err := redisstore.New(client)
 	if err != nil {
 		return nil, err
 	}
-	leasing, err := core.NewLeasingStore(shared)
+	leasing, err := leasestore.New(shared)
 	if err != nil {
 		return nil, err
 	}

@@ -4,13 +4,14 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"github.com/ratekit/ratekit/bench/internal/proccpu"
 	"io"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ratekit/ratekit/bench/internal/proccpu"
 
 	"github.com/ratekit/ratekit/bench/internal/figures"
 	"github.com/ratekit/ratekit/bench/internal/mdsection"
@@ -180,7 +181,7 @@ func (rep *report) write(out io.Writer) error {
 		p("(first call to last, over all processes) / %v. Limiters whose windows are aligned to the", time.Minute/exactLimit)
 		p("clock start at least %v before a minute ends, so that no window edge falls in the check.", exactStartDelay+maxTime+exactMargin)
 		p("ratekit's hot-key leasing admits by design up to (lease size − 1) × replicas more per window")
-		p("(`core.NewLeasingStore`'s documented bound): its leases here are of %d units (1/64 of the limit),", exactLeaseSize)
+		p("(`leasestore.New`'s documented bound): its leases here are of %d units (1/64 of the limit),", exactLeaseSize)
 		p("so its bound adds (%d − 1) × %d processes = %d; and as leased units may expire unspent, it may admit", exactLeaseSize, exactProcesses, (exactLeaseSize-1)*exactProcesses)
 		p("as many fewer than the limit.")
 		p("")
@@ -243,11 +244,11 @@ var notes = []string{
 	"ulule/limiter's window starts at a key's first hit (`INCRBY`, then `PEXPIRE` on the first), so " +
 		"it is a fixed window per key, not aligned to the clock; it counts denied calls too.",
 	"The rows named after an algorithm alone (ratekit gcra, fixed, sliding-log, sliding-counter) are " +
-		"the stores as they ship: `core.NewRedisStore(client)`, which batches by default for a " +
+		"the stores as they ship: `redisstore.New(client)`, which batches by default for a " +
 		"`*redis.Client`: calls that arrive while every pipeline slot is busy share the next pipeline, " +
 		"and calls of one limit in a pipeline share one script call. It pays with many calls in " +
 		"flight; a lone caller goes out at once, as without it. The unbatched rows " +
-		"(`core.WithoutBatching()`) make one script call per decision: they show the scripts' own cost.",
+		"(`redisstore.WithoutBatching()`) make one script call per decision: they show the scripts' own cost.",
 	"ratekit Limiter.Check is a decision as every middleware makes it: `Limiter.Check` with one rule " +
 		"(GCRA) over the store as it ships, with the Limiter's deadline, breaker and denied-key " +
 		"cache, failing closed so that a Redis failure is counted as an error, not answered locally. " +
@@ -258,10 +259,10 @@ var notes = []string{
 		"Its keys are those the Limiter builds, prefix + rule + \":{\" + identity + \"}\", as for every ratekit row.",
 	"ratekit net/http+leasing serves each decision through the net/http middleware (`nethttp.New`, " +
 		"identity from the client's address by `keyfuncs.IP`, every rate-limit header written) in front " +
-		"of a handler that only answers 200, over a Limiter over `core.NewLeasingStore`, called in " +
+		"of a handler that only answers 200, over a Limiter over `leasestore.New`, called in " +
 		"process with `ServeHTTP`: what an application pays per request for the limit, less the HTTP " +
 		"server. Its exactness bound is the leasing row's.",
-	"ratekit gcra leasing is the default GCRA through `core.NewLeasingStore`: a key that saw two or " +
+	"ratekit gcra leasing is the default GCRA through `leasestore.New`: a key that saw two or " +
 		"more decisions in the current or previous 100 ms takes up to 1/64 of the limit's capacity (at " +
 		"most 65,536 units, and no more than its demand in those 100 ms) per Redis call and spends them " +
 		"locally, so on the hot key most decisions make no round trip at all, and it outruns the " +

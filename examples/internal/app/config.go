@@ -91,13 +91,13 @@ type Config struct {
 	// Addr: the Limiter's decisions, store calls and breaker (package
 	// promlimit), the Go runtime's and the process's.
 	Metrics bool
-	// NoBatch sends each Redis call by itself ([core.WithoutBatching],
+	// NoBatch sends each Redis call by itself ([redisstore.WithoutBatching],
 	// -batch=false) instead of pipelining the calls of concurrent
-	// requests, as [core.NewRedisStore] does by default over one server
-	// or a Sentinel master ([core.WithBatching]).
+	// requests, as [redisstore.New] does by default over one server
+	// or a Sentinel master ([redisstore.WithBatching]).
 	NoBatch bool
 	// Lease serves hot keys from leases of their limits' units
-	// ([core.NewLeasingStore], -lease): most of a hot key's requests then
+	// ([leasestore.New], -lease): most of a hot key's requests then
 	// cost no round trip, at the price of a bounded overshoot, up to the
 	// lease size less one per replica. Off by default: without it every
 	// limit is exact across replicas.

@@ -18,6 +18,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/leasestore"
 )
 
 // Server serves an app's routes on a listener until Shutdown. An
@@ -133,7 +134,7 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 	}
 	var store core.Store = backend.Store
 	if cfg.Lease {
-		leasing, err := core.NewLeasingStore(backend.Store)
+		leasing, err := leasestore.New(backend.Store)
 		if err != nil {
 			return fail("cannot create the leasing store", err)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // Backend is the Redis behind an app's Limiter, and what Close releases.
@@ -21,7 +21,7 @@ type Backend struct {
 	// the master the Sentinels name) or a *redis.ClusterClient.
 	Client redis.UniversalClient
 	// Store decides over Client.
-	Store *core.RedisStore
+	Store *redisstore.Store
 	// Embedded is the embedded miniredis, nil when the app uses a Redis
 	// server, Cluster or Sentinel.
 	Embedded *miniredis.Miniredis
@@ -94,11 +94,11 @@ func OpenBackend(c Config) (*Backend, error) {
 			slog.String("share", "-redis redis://"+mr.Addr()+" makes other apps share these limits"),
 		}
 	}
-	var opts []core.Option
+	var opts []redisstore.Option
 	if c.NoBatch {
-		opts = append(opts, core.WithoutBatching()) // batching is the default
+		opts = append(opts, redisstore.WithoutBatching()) // batching is the default
 	}
-	store, err := core.NewRedisStore(b.Client, opts...)
+	store, err := redisstore.New(b.Client, opts...)
 	if err != nil {
 		b.Client.Close()
 		if b.Embedded != nil {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package memorystore_test
+
+const raceEnabled = false

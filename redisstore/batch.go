@@ -1,0 +1,565 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/storekey"
+)
+
+// pipeliner is what batching needs of a client: *redis.Client,
+// *redis.ClusterClient and *redis.Ring all have it.
+type pipeliner interface {
+	Pipeline() redis.Pipeliner
+}
+
+// batcher coalesces concurrent script calls into pipelined round trips,
+// with no goroutine of its own: a call that finds a pipeline slot free
+// sends the calls queued so far (itself among them) from its own goroutine,
+// and a call that finds every slot busy queues for the next pipeline. When
+// a pipeline returns, its leader answers the calls in it and hands the slot
+// to one of the queued calls, which leads the next pipeline with everything
+// queued by then. A lone caller thus pays no wait and no hand-off, and a
+// crowd shares round trips ("natural batching"). maxWait optionally holds a
+// pipeline open a little longer before it is sent.
+type batcher struct {
+	client   pipeliner
+	proc     processor // sends a pipeline of one call; nil if the client has none
+	maxBatch int
+	parallel int
+	maxWait  time.Duration
+	// oneServer is set when every key is on one server, so that calls
+	// of one many-capable script may share a script call whatever their
+	// keys; otherwise only calls whose keys share a hash tag do.
+	oneServer bool
+
+	mu       sync.Mutex
+	idle     sync.Cond    // signalled, under mu, when inflight drops to 0 after close
+	pending  []*batchCall // calls waiting for a pipeline, oldest first
+	inflight int          // pipelines in flight (slots taken)
+	closed   bool
+	wg       sync.WaitGroup // goroutines that took over a leader's work
+	pool     sync.Pool
+}
+
+// batchCall is one script call through the batcher. The fields up to ctx
+// are set by the caller; the replies by the pipeline's leader, before done
+// is signalled (or, for the leader's own call, on its own goroutine).
+type batchCall struct {
+	sc   *script
+	args []any // "evalsha", sha, number of keys, keys, arguments
+	one  oneKeyArgs
+	ctx  context.Context
+
+	alone  [1]*batchCall // the batch of a call sent on its own
+	merged *mergedCall   // the script call deciding c with others, if any
+	state  uint8         // guarded by batcher.mu
+	lead   []*batchCall  // a batch this call is to lead, set before done
+	cmd    redis.Cmder
+	ireply int64
+	sreply string
+	err    error
+	done   chan struct{} // buffered: signalled once with the answer or a batch to lead
+}
+
+const (
+	callQueued uint8 = iota // in batcher.pending
+	callTaken               // in a batch, answered or led by someone
+)
+
+func newBatcher(client pipeliner, proc processor, maxBatch, parallel int, maxWait time.Duration, oneServer bool) *batcher {
+	b := &batcher{
+		client:    client,
+		proc:      proc,
+		maxBatch:  maxBatch,
+		parallel:  parallel,
+		maxWait:   maxWait,
+		oneServer: oneServer,
+	}
+	b.idle.L = &b.mu
+	b.pool.New = func() any { return &batchCall{done: make(chan struct{}, 1)} }
+	return b
+}
+
+// call returns a batchCall for one decision; do recycles it.
+func (b *batcher) call() *batchCall { return b.pool.Get().(*batchCall) }
+
+// oneKey prepares c for sc with one key and a cost of n: the arguments are
+// boxed into c's own array, and a cost of 1 is not sent.
+func (c *batchCall) oneKey(sc *script, key string, n int) {
+	c.sc = sc
+	c.one = oneKeyArgs{"evalsha", sc.sha, 1, key, n}
+	if n == 1 {
+		c.args = c.one[:4]
+	} else {
+		c.args = c.one[:]
+	}
+}
+
+func (b *batcher) recycle(c *batchCall) {
+	*c = batchCall{done: c.done}
+	b.pool.Put(c)
+}
+
+// do runs c through a pipeline and returns its reply: an integer or a
+// string, as c's script answers.
+func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
+	c.ctx = ctx
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		b.recycle(c)
+		return 0, "", core.ErrClosed
+	}
+	if b.inflight < b.parallel && len(b.pending) == 0 && b.maxWait == 0 {
+		// idle: c goes out at once, in a pipeline of its own
+		b.inflight++
+		c.state = callTaken
+		b.mu.Unlock()
+		c.alone[0] = c
+		b.lead(c.alone[:], c)
+		return b.reply(c)
+	}
+	if batch := b.enqueue(ctx, c); batch != nil {
+		lead := leaderOf(batch)
+		if lead == c {
+			b.lead(batch, c)
+			return b.reply(c)
+		}
+		lead.lead = batch
+		lead.done <- struct{}{}
+	}
+	return b.await(ctx, c)
+}
+
+// enqueue queues c, called with b.mu held, and returns with it released.
+// When a pipeline slot is free, it takes the slot and returns the batch to
+// send, after holding it open up to maxWait (less if ctx ends first); a
+// slot whose calls others sent meanwhile is given back.
+func (b *batcher) enqueue(ctx context.Context, c *batchCall) []*batchCall {
+	c.state = callQueued
+	b.pending = append(b.pending, c)
+	if b.inflight >= b.parallel {
+		b.mu.Unlock()
+		return nil
+	}
+	b.inflight++
+	if b.maxWait > 0 {
+		b.mu.Unlock()
+		t := time.NewTimer(b.maxWait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		b.mu.Lock()
+	}
+	batch := b.take()
+	if batch == nil {
+		b.release()
+	}
+	b.mu.Unlock()
+	return batch
+}
+
+// await waits for c's answer, or for a batch it is to lead, until ctx
+// ends.
+func (b *batcher) await(ctx context.Context, c *batchCall) (int64, string, error) {
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		b.abandon(c)
+		return 0, "", ctx.Err()
+	}
+	if c.lead != nil {
+		b.lead(c.lead, c)
+	}
+	return b.reply(c)
+}
+
+// abandon gives up on c for a caller whose context ended: a queued call
+// leaves the queue; a call in a pipeline gets a goroutine of its own that
+// waits for its answer, or for the batch it is to lead, and c is not
+// reused.
+func (b *batcher) abandon(c *batchCall) {
+	b.mu.Lock()
+	if c.state == callQueued {
+		b.remove(c)
+		b.mu.Unlock()
+		b.recycle(c)
+		return
+	}
+	if b.inflight == 0 {
+		// every pipeline is answered: so is c, and it leads none
+		b.mu.Unlock()
+		return
+	}
+	// Added under b.mu while a slot is taken, so before close waits.
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		<-c.done
+		if c.lead != nil {
+			b.lead(c.lead, c)
+		}
+	}()
+}
+
+// reply returns c's answer and recycles c.
+func (b *batcher) reply(c *batchCall) (int64, string, error) {
+	ireply, sreply, err := c.ireply, c.sreply, c.err
+	b.recycle(c)
+	return ireply, sreply, err
+}
+
+// take removes up to maxBatch calls from the front of the queue, under
+// b.mu; nil if none is queued.
+func (b *batcher) take() []*batchCall {
+	n := min(len(b.pending), b.maxBatch)
+	if n == 0 {
+		return nil
+	}
+	var batch []*batchCall
+	if n == 1 {
+		batch = b.pending[0].alone[:]
+	} else {
+		batch = make([]*batchCall, n)
+	}
+	copy(batch, b.pending)
+	for _, c := range batch {
+		c.state = callTaken
+	}
+	rest := copy(b.pending, b.pending[n:])
+	clear(b.pending[rest:])
+	b.pending = b.pending[:rest]
+	return batch
+}
+
+// remove drops c from the queue, under b.mu.
+func (b *batcher) remove(c *batchCall) {
+	for i, q := range b.pending {
+		if q == c {
+			copy(b.pending[i:], b.pending[i+1:])
+			b.pending[len(b.pending)-1] = nil
+			b.pending = b.pending[:len(b.pending)-1]
+			return
+		}
+	}
+}
+
+// leaderOf picks the call of batch that leads it: one that cannot be
+// cancelled if any, else one without a deadline, else the one with the
+// latest deadline, so that the leader is the last to give up on the
+// pipeline and returns by its own deadline.
+func leaderOf(batch []*batchCall) *batchCall {
+	best := batch[0]
+	if len(batch) == 1 {
+		return best
+	}
+	bestD, bestOK := best.ctx.Deadline()
+	for _, c := range batch {
+		if c.ctx.Done() == nil {
+			return c
+		}
+		d, ok := c.ctx.Deadline()
+		if bestOK && (!ok || d.After(bestD)) {
+			best, bestD, bestOK = c, d, ok
+		}
+	}
+	return best
+}
+
+// lead sends batch, answers every call in it but self (whose answer self's
+// goroutine reads), and passes the slot on to the next batch, if calls
+// are queued, or frees it.
+func (b *batcher) lead(batch []*batchCall, self *batchCall) {
+	b.flush(batch)
+	for _, c := range batch {
+		if c != self {
+			c.done <- struct{}{}
+		}
+	}
+	b.mu.Lock()
+	var next []*batchCall
+	if !b.closed {
+		next = b.take()
+	}
+	if next == nil {
+		b.release()
+	}
+	b.mu.Unlock()
+	if next != nil {
+		lead := leaderOf(next)
+		lead.lead = next
+		lead.done <- struct{}{}
+	}
+}
+
+// release frees a pipeline slot, under b.mu, and wakes Close when it was
+// the last one.
+func (b *batcher) release() {
+	b.inflight--
+	if b.closed && b.inflight == 0 {
+		b.idle.Broadcast()
+	}
+}
+
+// flush sends batch in one pipeline (a lone call by itself), and reads each
+// reply as the integer or string its script answers. Calls that can share
+// a script call (see merge) go as one. Commands answered NOSCRIPT (a server
+// that lost its script cache, or a new Cluster master) go again in a second
+// pipeline by EVAL, which also loads the script on that server.
+func (b *batcher) flush(batch []*batchCall) {
+	ctx := batch[0].ctx
+	var merged []*mergedCall
+	if len(batch) > 1 {
+		cc := batchContext(batch)
+		defer cc.cancel()
+		ctx = cc
+		merged = b.merge(batch)
+	}
+	if len(batch) == 1 && b.proc != nil {
+		c := batch[0]
+		c.cmd = newScriptCmd(ctx, c.sc, c.args)
+		_ = b.proc.Process(ctx, c.cmd)
+	} else {
+		cmds := make([]redis.Cmder, 0, len(batch))
+		for _, c := range batch {
+			switch m := c.merged; {
+			case m == nil:
+				c.cmd = newScriptCmd(ctx, c.sc, c.args)
+				cmds = append(cmds, c.cmd)
+			case m.calls[0] == c:
+				// the group goes out where its first call stood
+				m.cmd = newScriptCmd(ctx, m.sc, m.args)
+				cmds = append(cmds, m.cmd)
+			}
+		}
+		b.exec(ctx, cmds)
+	}
+	var retry []redis.Cmder
+	for _, c := range batch {
+		if c.merged == nil && redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+			c.args[0], c.args[1] = "eval", c.sc.src
+			c.cmd = newScriptCmd(ctx, c.sc, c.args)
+			retry = append(retry, c.cmd)
+		}
+	}
+	for _, m := range merged {
+		if redis.HasErrorPrefix(m.cmd.Err(), "NOSCRIPT") {
+			m.args[0], m.args[1] = "eval", m.sc.src
+			m.cmd = newScriptCmd(ctx, m.sc, m.args)
+			retry = append(retry, m.cmd)
+		}
+	}
+	if retry != nil {
+		b.exec(ctx, retry)
+	}
+	for _, c := range batch {
+		if c.merged != nil {
+			continue
+		}
+		c.ireply, c.sreply, c.err = scriptReply(c.cmd)
+		c.cmd = nil
+	}
+	for _, m := range merged {
+		m.answer()
+	}
+}
+
+// exec runs cmds as one pipeline, or a lone command directly.
+func (b *batcher) exec(ctx context.Context, cmds []redis.Cmder) {
+	if len(cmds) == 1 && b.proc != nil {
+		_ = b.proc.Process(ctx, cmds[0])
+		return
+	}
+	p := b.client.Pipeline()
+	for _, cmd := range cmds {
+		_ = p.Process(ctx, cmd)
+	}
+	_, _ = p.Exec(ctx)
+}
+
+// newScriptCmd returns the command that runs sc with args ("evalsha" or
+// "eval", the script, the number of keys, keys, arguments), reading the
+// reply as sc answers it.
+func newScriptCmd(ctx context.Context, sc *script, args []any) redis.Cmder {
+	var cmd interface {
+		redis.Cmder
+		SetFirstKeyPos(int8)
+	}
+	switch {
+	case sc.manyReply:
+		cmd = redis.NewIntSliceCmd(ctx, args...)
+	case sc.intReply:
+		cmd = redis.NewIntCmd(ctx, args...)
+	default:
+		cmd = redis.NewStringCmd(ctx, args...)
+	}
+	cmd.SetFirstKeyPos(3)
+	return cmd
+}
+
+// scriptReply returns the reply of a command made by newScriptCmd for a
+// one-key script: the integer or the string it answered, or its error.
+func scriptReply(cmd redis.Cmder) (int64, string, error) {
+	switch cmd := cmd.(type) {
+	case *redis.IntCmd:
+		n, err := cmd.Result()
+		return n, "", err
+	case *redis.StringCmd:
+		s, err := cmd.Result()
+		return 0, s, err
+	}
+	return 0, "", fmt.Errorf("%w: %T command", core.ErrMalformedReply, cmd)
+}
+
+// mergedCall is one script call that decides several calls of a batch:
+// calls of one one-key script, run through its many variant.
+type mergedCall struct {
+	sc    *script // the many script
+	calls []*batchCall
+	args  []any // "evalsha", sha, len(calls), keys, and costs unless all are 1
+	cmd   redis.Cmder
+}
+
+// merge finds the calls of batch that can share a script call: calls of one
+// script that has a many variant, whose keys are on one server, or share
+// a hash tag (and so a Cluster slot). It gives each group of two or more a
+// mergedCall, and returns them.
+func (b *batcher) merge(batch []*batchCall) []*mergedCall {
+	type groupKey struct {
+		sc  *script
+		tag string
+	}
+	// a group's first call is remembered by index; a mergedCall is made
+	// only once a second call joins it, so that calls with nothing to share
+	// (distinct identities on a Cluster) cost no more than a map entry
+	var (
+		groups map[groupKey]int
+		firsts []*batchCall
+		ms     []*mergedCall
+		order  []*mergedCall
+	)
+	for _, c := range batch {
+		if c.sc.many == nil {
+			continue
+		}
+		gk := groupKey{sc: c.sc}
+		if !b.oneServer {
+			gk.tag = storekey.HashTag(c.args[3].(string))
+		}
+		if groups == nil {
+			groups = make(map[groupKey]int)
+		}
+		i, ok := groups[gk]
+		switch {
+		case !ok:
+			groups[gk] = len(firsts)
+			firsts = append(firsts, c)
+			ms = append(ms, nil)
+		case ms[i] == nil:
+			ms[i] = &mergedCall{sc: c.sc.many, calls: []*batchCall{firsts[i], c}}
+			order = append(order, ms[i])
+		default:
+			ms[i].calls = append(ms[i].calls, c)
+		}
+	}
+	for _, m := range order {
+		m.build()
+	}
+	return order
+}
+
+// build writes m's EVALSHA arguments: every call's key, then, if any call
+// has a cost above 1, every call's cost; and marks the calls merged in m.
+func (m *mergedCall) build() {
+	costs := false
+	for _, c := range m.calls {
+		costs = costs || len(c.args) > 4
+	}
+	m.args = make([]any, 3, 3+2*len(m.calls))
+	m.args[0], m.args[1], m.args[2] = "evalsha", m.sc.sha, len(m.calls)
+	for _, c := range m.calls {
+		m.args = append(m.args, c.args[3])
+		c.merged = m
+	}
+	if !costs {
+		return
+	}
+	for _, c := range m.calls {
+		if len(c.args) > 4 {
+			m.args = append(m.args, c.args[4])
+		} else {
+			m.args = append(m.args, 1)
+		}
+	}
+}
+
+// answer hands each call of m its reply from m's.
+func (m *mergedCall) answer() {
+	replies, err := m.cmd.(*redis.IntSliceCmd).Result()
+	if err == nil && len(replies) != len(m.calls) {
+		err = fmt.Errorf("%w: %d replies for %d calls", core.ErrMalformedReply, len(replies), len(m.calls))
+	}
+	for i, c := range m.calls {
+		if err != nil {
+			c.err = err
+		} else {
+			c.ireply = replies[i]
+		}
+	}
+}
+
+type cancelCtx struct {
+	context.Context
+	cancel context.CancelFunc
+}
+
+// batchContext is the context of a pipeline: it carries no caller's
+// cancellation (one caller giving up must not fail the others) and ends at
+// the latest of the callers' deadlines, if every caller has one.
+func batchContext(batch []*batchCall) cancelCtx {
+	var latest time.Time
+	for _, c := range batch {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
+			return cancelCtx{ctx, cancel}
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
+	return cancelCtx{ctx, cancel}
+}
+
+// close answers every queued call with ErrClosed, stops handing slots on,
+// and waits for the pipelines in flight.
+func (b *batcher) close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	queued := b.pending
+	b.pending = nil
+	for _, c := range queued {
+		c.state = callTaken
+		c.err = core.ErrClosed
+		c.done <- struct{}{}
+	}
+	for b.inflight > 0 {
+		b.idle.Wait()
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+}

@@ -1,0 +1,274 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/redisstore"
+)
+
+// TestBatchingNoScript flushes the server's script cache between calls:
+// pipelined EVALSHAs answered NOSCRIPT go again by EVAL, and no call fails.
+func TestBatchingNoScript(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client(t)
+	s := testkit.MustRedis(c, redisstore.WithBatching(redisstore.Batching{MaxBatch: 64, Parallel: 2, MaxWait: 0}))
+	defer s.Close()
+	ctx := context.Background()
+	limit := core.PerHour(1000)
+	for round := range 3 {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var failed atomic.Int64
+		for range 50 {
+			wg.Go(func() {
+				key := testkit.UniqueKey(t, "noscript")
+				if r, err := testkit.AllowOne(s, ctx, key, limit, 1); err != nil || !r.Allowed {
+					failed.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := failed.Load(); n > 0 {
+			t.Fatalf("round %d: %d of 50 calls failed after SCRIPT FLUSH", round, n)
+		}
+	}
+}
+
+// TestBatchingExact sends 256 goroutines at one key through one batching
+// store: pipelines keep every decision atomic, so exactly the limit passes.
+func TestBatchingExact(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client(t)
+	s := testkit.MustRedis(c, redisstore.WithBatching(redisstore.Batching{MaxBatch: 0, Parallel: 0, MaxWait: 0}))
+	defer s.Close()
+	for _, alg := range testkit.Algorithms {
+		key := testkit.UniqueKey(t, "batch-"+alg.String())
+		limit := core.PerHour(500).WithAlgorithm(alg)
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for range 256 {
+			wg.Go(func() {
+				for range 4 {
+					r, err := testkit.AllowOne(s, context.Background(), key, limit, 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r.Allowed {
+						admitted.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if got := admitted.Load(); got != 500 {
+			t.Errorf("%v: admitted %d of 1024, want 500", alg, got)
+		}
+	}
+}
+
+// TestBatchingClose checks that Close stops the batcher's goroutines and
+// that later calls fail with ErrClosed.
+func TestBatchingClose(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	s := testkit.MustRedis(c, redisstore.WithBatching(redisstore.Batching{MaxBatch: 0, Parallel: 0, MaxWait: 0}))
+	key := testkit.UniqueKey(t, "close")
+	if _, err := testkit.AllowOne(s, context.Background(), key, core.PerHour(10), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testkit.AllowOne(s, context.Background(), key, core.PerHour(10), 1); !errors.Is(err, core.ErrClosed) {
+		t.Fatalf("after Close: err = %v, want ErrClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// TestBatchingContextEnds sends calls whose contexts end while they queue,
+// while their pipeline is in flight, or before they start: each returns
+// its answer or its context's error, the calls after them still get
+// answers, and Close leaves no goroutine behind.
+func TestBatchingContextEnds(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	s := testkit.MustRedis(c, redisstore.WithBatching(redisstore.Batching{MaxBatch: 8, Parallel: 2, MaxWait: 0}))
+	limit := core.PerHour(1_000_000)
+	var wg sync.WaitGroup
+	for i := range 128 {
+		wg.Go(func() {
+			key := testkit.UniqueKey(t, "ctx")
+			for j := range 20 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration((i+j)%7)*50*time.Microsecond)
+				_, err := testkit.AllowOne(s, ctx, key, limit, 1)
+				cancel()
+				if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+					t.Errorf("err = %v, want nil or the context's error", err)
+					return
+				}
+			}
+			if _, err := testkit.AllowOne(s, context.Background(), key, limit, 1); err != nil {
+				t.Errorf("after the ended contexts: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBatchingMerged holds pipelines open so that calls of one GCRA limit,
+// and calls of one fixed-window limit, share script calls (gcra_many.lua,
+// fixed_many.lua; all of them on one server, those of one identity on a
+// Cluster), with costs above 1 and costs above the capacity. Each
+// identity's allowed calls of each limit must chain, Remaining after one
+// plus the next one's cost giving the Remaining before it, from the
+// capacity down: every call saw the state the one before it left, none
+// was lost or decided twice.
+func TestBatchingMerged(t *testing.T) {
+	srv := redistest.StartServer(t)
+	cl := redistest.StartCluster(t, 3)
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+	}{{"standalone", srv.Client(t)}, {"cluster", cl.Client(t)}} {
+		t.Run(tc.name, func(t *testing.T) {
+			// no script is loaded: the first merged calls are answered
+			// NOSCRIPT and go again by EVAL
+			if err := tc.client.ScriptFlush(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var merged, evals atomic.Int64
+			tc.client.AddHook(countMerged{&merged, &evals})
+			s := testkit.MustRedis(tc.client, redisstore.WithBatching(redisstore.Batching{MaxBatch: 64, Parallel: 1, MaxWait: 2 * time.Millisecond}))
+			defer s.Close()
+			const burst, ids = 20, 4
+			gcra := core.PerHour(burst)
+			fixed := core.PerHour(burst).WithAlgorithm(core.FixedWindow)
+			var gkeys, fkeys [ids]string
+			for i := range ids {
+				gkeys[i] = testkit.UniqueKey(t, "merged-gcra")
+				fkeys[i] = testkit.UniqueKey(t, "merged-fixed")
+			}
+			type allowed struct{ cost, remaining int }
+			var (
+				mu       sync.Mutex
+				got      [ids][]allowed
+				fixedGot [ids][]allowed
+				wg       sync.WaitGroup
+			)
+			ctx := context.Background()
+			for g := range 64 {
+				wg.Go(func() {
+					id := g % ids
+					for j := range 4 {
+						cost := 1 + (g+j)%2
+						if g%16 == 5 && j == 0 {
+							cost = burst + 1
+						}
+						r, err := testkit.AllowOne(s, ctx, gkeys[id], gcra, cost)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if cost > burst && (r.Allowed || !r.Never()) {
+							t.Errorf("cost %d over burst %d: %+v, want denied, never", cost, burst, r)
+						}
+						f, err := testkit.AllowOne(s, ctx, fkeys[id], fixed, cost)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if cost > burst && (f.Allowed || !f.Never()) {
+							t.Errorf("fixed: cost %d over rate %d: %+v, want denied, never", cost, burst, f)
+						}
+						mu.Lock()
+						if r.Allowed {
+							got[id] = append(got[id], allowed{cost, r.Remaining})
+						}
+						if f.Allowed {
+							fixedGot[id] = append(fixedGot[id], allowed{cost, f.Remaining})
+						}
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			t.Logf("merged script calls: %d, by EVAL: %d", merged.Load(), evals.Load())
+			if merged.Load() == 0 || evals.Load() == 0 {
+				t.Fatal("no calls shared a script call, or none went by EVAL: the fixture does not test merging after NOSCRIPT")
+			}
+			for id := range ids {
+				for alg, calls := range map[string][]allowed{"gcra": got[id], "fixed": fixedGot[id]} {
+					slices.SortFunc(calls, func(a, b allowed) int { return b.remaining - a.remaining })
+					left := burst
+					for _, c := range calls {
+						if c.remaining != left-c.cost {
+							t.Fatalf("identity %d, %s: allowed calls %v do not chain down from %d", id, alg, calls, burst)
+						}
+						left = c.remaining
+					}
+					if left > 1 {
+						t.Errorf("identity %d, %s: %d units left unspent under a demand of about 90", id, alg, left)
+					}
+				}
+				for _, k := range []string{gkeys[id], fkeys[id]} {
+					if ttl, err := tc.client.PTTL(ctx, k).Result(); err != nil || ttl < 0 {
+						t.Errorf("PTTL %s = %v, %v: want an expiry", k, ttl, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// countMerged counts the script calls that decide more than one call, and
+// those of them sent by EVAL.
+type countMerged struct{ n, evals *atomic.Int64 }
+
+func (h countMerged) count(cmd redis.Cmder) {
+	if a := cmd.Args(); len(a) > 3 && (a[0] == "evalsha" || a[0] == "eval") && a[2] != 1 {
+		h.n.Add(1)
+		if a[0] == "eval" {
+			h.evals.Add(1)
+		}
+	}
+}
+
+func (countMerged) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h countMerged) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h countMerged) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}

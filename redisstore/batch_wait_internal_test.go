@@ -1,0 +1,91 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
+)
+
+// TestBatchingWithWaitGivesSlotsBack runs 32 goroutines through a batching
+// store that holds each pipeline open for MaxWait: callers that wake to
+// find their calls sent by others give their slot back, so afterwards no
+// slot is taken, every call was answered, and Close returns with no
+// goroutine left behind. Some callers give up early (their context ends
+// during the wait), which must not leak a slot either.
+func TestBatchingWithWaitGivesSlotsBack(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := srv.Client(t)
+	if err := client.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// the server's process and the client's pool are the test's own
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	s := mustNew(client, WithBatching(Batching{MaxBatch: 16, Parallel: 4, MaxWait: time.Millisecond}))
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 50 {
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				short := (g+i)%10 == 0
+				if short {
+					// gives up during the wait, or soon after: its call may
+					// fail, from the context or from a socket deadline set
+					// from it
+					ctx, cancel = context.WithTimeout(ctx, 200*time.Microsecond)
+				}
+				_, err := s.AllowAllN(ctx, []core.Check{{Key: fmt.Sprintf("rk:w:{user:%d}", g), Limit: core.PerMinute(10_000)}}, 1)
+				if err != nil && !short {
+					errs <- err
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("a call failed: %v", err)
+	}
+	s.batch.mu.Lock()
+	inflight, pending := s.batch.inflight, len(s.batch.pending)
+	s.batch.mu.Unlock()
+	if inflight != 0 || pending != 0 {
+		t.Fatalf("%d slots taken and %d calls queued after all callers returned, want none", inflight, pending)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return")
+	}
+}
+
+// TestBatchingWaitHonoursContext: a caller whose context ends while its
+// pipeline is held open for MaxWait returns by its deadline, not after the
+// wait.
+func TestBatchingWaitHonoursContext(t *testing.T) {
+	srv := redistest.StartServer(t)
+	s := mustNew(srv.Client(t), WithBatching(Batching{MaxWait: time.Hour}))
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.AllowAllN(ctx, []core.Check{{Key: "rk:w:{user:1}", Limit: core.PerMinute(10)}}, 1)
+		done <- err
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("a caller waited out MaxWait past its context")
+	}
+}

@@ -1,0 +1,159 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
+)
+
+// TestConformanceTwins drives a MemoryStore and a RedisStore over
+// miniredis, on one clock, through the same random sequence of calls
+// (decisions, peeks and refunds, some on keys whose limit changes from call
+// to call, some naming override keys that are set, cleared and expire
+// between calls) and requires identical results: the MemoryStore computes what
+// the scripts compute.
+func TestConformanceTwins(t *testing.T) {
+	// whole ms (see advance below)
+	clock := testkit.NewClock(testkit.Start.Truncate(time.Millisecond))
+	c, advance := testkit.FakeRedis(t, clock)
+	mem, mini := memoryStores(clock)(t).(core.QuotaStore), redisStores(c)(t).(core.QuotaStore)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	limits := []core.Limit{
+		core.PerSecond(3), core.PerSecond(7).WithBurst(2), core.PerMinute(100).WithBurst(150),
+		{Rate: 5, Period: 1500 * time.Millisecond, Burst: 5},
+	}
+	var all []core.Limit
+	for _, l := range limits {
+		for _, alg := range testkit.Algorithms {
+			all = append(all, l.WithAlgorithm(alg))
+		}
+	}
+	ids := []string{"ip:192.0.2.1", "ip:192.0.2.2", "user:42"}
+	overridden := 0
+	for step := range 8000 {
+		if rng.IntN(3) == 0 {
+			// whole ms: a fixed window counts the time left in whole ms
+			// of the server's clock (PTTL), which miniredis rounds down
+			// where Redis and the MemoryStore count whole ms of the clock
+			advance(time.Duration(rng.Int64N(400)) * time.Millisecond)
+		}
+		id := ids[rng.IntN(len(ids))]
+		n := 1 + rng.IntN(3)
+		var checks []core.Check
+		for i := range 1 + rng.IntN(2) {
+			l := all[rng.IntN(len(all))]
+			key := fmt.Sprintf("tw:r%d-%v:{%s}", i, l, id)
+			if rng.IntN(3) == 0 {
+				// a key whose limit changes from call to call: rate, period,
+				// burst or algorithm, as a live reconfiguration changes them
+				key = fmt.Sprintf("tw:live%d:{%s}", i, id)
+			}
+			c := core.Check{Key: key, Limit: l}
+			if rng.IntN(3) == 0 {
+				c.Override = key + ":override"
+			}
+			checks = append(checks, c)
+		}
+		if len(checks) == 2 && checks[0].Key == checks[1].Key {
+			checks = checks[:1]
+		}
+		if rng.IntN(8) == 0 {
+			twinOverride(t, rng, checks[0].Key, all, mem, mini)
+		}
+		var want, got []core.Result
+		var err1, err2 error
+		switch rng.IntN(8) {
+		case 0:
+			want, err1 = mem.PeekAll(ctx, checks)
+			got, err2 = mini.PeekAll(ctx, checks)
+		case 1:
+			want, err1 = mem.RefundAllN(ctx, checks, n)
+			got, err2 = mini.RefundAllN(ctx, checks, n)
+		default:
+			want, err1 = mem.AllowAllN(ctx, checks, n)
+			got, err2 = mini.AllowAllN(ctx, checks, n)
+		}
+		if err1 != nil || err2 != nil {
+			t.Fatalf("step %d: errors %v / %v", step, err1, err2)
+		}
+		if os.Getenv("TWDEBUG") != "" {
+			for i := range want {
+				fmt.Println(step, clock.Now().UnixMicro(), checks[i].Key, checks[i].Limit, n, want[i].Allowed, want[i].Remaining, got[i].Remaining)
+			}
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("step %d, %v n=%d: miniredis %+v, memory %+v", step, checks[i].Limit, n, got[i], want[i])
+			}
+			if want[i].Limit != checks[i].Limit {
+				overridden++
+			}
+		}
+	}
+	if overridden < 200 {
+		t.Fatalf("fixture: only %d results under an override", overridden)
+	}
+}
+
+// twinOverride sets, or now and then clears, the override of key in both
+// stores alike: a limit of all or one a sliding log cannot take, with or
+// without a TTL.
+func twinOverride(t *testing.T, rng *rand.Rand, key string, all []core.Limit, stores ...core.QuotaStore) {
+	t.Helper()
+	clear := rng.IntN(4) == 0
+	l := all[rng.IntN(len(all))]
+	if rng.IntN(6) == 0 {
+		l = core.PerSecond(core.MaxLogRate + 1)
+	}
+	ttl := []time.Duration{0, 300 * time.Millisecond, 1500 * time.Millisecond}[rng.IntN(3)]
+	for _, s := range stores {
+		o := s.(core.QuotaStore)
+		var err error
+		if clear {
+			err = o.ClearOverride(context.Background(), key, key+":override")
+		} else {
+			err = o.SetOverride(context.Background(), key, key+":override", l, ttl)
+		}
+		if err != nil {
+			t.Fatalf("%T: override of %s: %v", s, key, err)
+		}
+	}
+}
+
+// TestConformanceSlidingLogMembers checks that units a sliding log admits
+// in one instant stay distinct members of its sorted set: a log that
+// collapsed them would admit more than its rate.
+func TestConformanceSlidingLogMembers(t *testing.T) {
+	clock := testkit.NewClock(testkit.Start)
+	mini, _ := testkit.FakeRedis(t, clock)
+	server := redistest.StartServer(t).Client(t)
+	for name, c := range map[string]*redis.Client{"miniredis": mini, "redis-server": server} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := redisStores(c)(t)
+			limit := core.PerHour(10).WithAlgorithm(core.SlidingWindowLog)
+			key := testkit.UniqueKey(t, "instant")
+			for _, n := range []int{4, 6} {
+				if res, err := s.AllowAllN(ctx, []core.Check{{Key: key, Limit: limit}}, n); err != nil || !res[0].Allowed {
+					t.Fatalf("cost %d: %+v, %v", n, res, err)
+				}
+			}
+			if got, err := c.ZCard(ctx, key).Result(); err != nil || got != 10 {
+				t.Fatalf("ZCARD = %d, %v; want 10 distinct members", got, err)
+			}
+			if res, err := s.AllowAllN(ctx, []core.Check{{Key: key, Limit: limit}}, 1); err != nil || res[0].Allowed {
+				t.Fatalf("11th unit: %+v, %v", res, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,107 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ResetChannel is the Redis pub/sub channel on which a [Store] publishes
+// the keys it resets, and those whose override it sets or clears, one
+// message a key.
+const ResetChannel = "ratekit:resets"
+
+// Option configures a [Store].
+type Option func(*config) error
+
+type config struct {
+	batching   *Batching // WithBatching's; nil for the defaults
+	noBatching bool      // WithoutBatching
+}
+
+// Batching configures how a [Store] coalesces concurrent calls into
+// pipelines ([WithBatching]), which it does by default over a
+// *redis.Client as a zero Batching does. A zero field takes its default.
+type Batching struct {
+	// MaxBatch is the most calls one pipeline carries: 128 by default, at
+	// most 1024.
+	MaxBatch int
+	// Parallel is the most pipelines in flight at once: 4 by default, at
+	// most 64.
+	Parallel int
+	// MaxWait holds each pipeline open up to that long for more calls,
+	// trading latency for fewer round trips; 0 (the default) sends at once.
+	MaxWait time.Duration
+}
+
+// Batching bounds.
+const (
+	defaultMaxBatch = 128
+	maxMaxBatch     = 1024
+	defaultParallel = 4
+	maxParallel     = 64
+)
+
+// WithBatching configures how a [Store] coalesces concurrent decisions of
+// one process into pipelined round trips, which it does by default over a
+// *redis.Client as with a zero Batching ([WithoutBatching] turns it off;
+// over a Cluster or Ring client it is off unless asked for, see [New]):
+// calls that arrive while a pipeline is in flight share the next one, up
+// to b.MaxBatch calls a pipeline and b.Parallel pipelines in flight at
+// once. A lone caller goes out at once, on its own goroutine, so batching
+// adds no wait of its own unless b.MaxWait asks for one.
+//
+// One-key GCRA and fixed-window calls of one limit that share a pipeline
+// are decided by one script call, in the order they queued, as if each had
+// run alone at the same instant: Redis then reads its clock once, reads
+// all their keys at once and writes each key once. Through a *redis.Client
+// (one server, or a Sentinel-watched master) any keys share a script call;
+// through a Cluster or Ring client, only keys with one hash tag (one
+// identity's keys) do. Other calls go in the pipeline one command each.
+//
+// When many goroutines decide at once (dozens or more in flight), the
+// same Redis serves several times the decisions per second; a single
+// goroutine loses nothing measurable (docs/benchmarks.md). WithBatching
+// needs a client with a Pipeline method (*redis.Client,
+// *redis.ClusterClient and *redis.Ring have one). A Cluster pipeline is
+// split by node, and returns when every node answered. Commands answered
+// NOSCRIPT are sent again by EVAL. Call [Store.Close] when done: it fails
+// calls still queued with core.ErrClosed and waits for pipelines in
+// flight.
+func WithBatching(b Batching) Option {
+	return func(c *config) error {
+		switch {
+		case c.noBatching:
+			return errors.New("ratekit: redisstore: WithBatching with WithoutBatching")
+		case b.MaxBatch < 0 || b.MaxBatch > maxMaxBatch:
+			return fmt.Errorf("ratekit: redisstore.WithBatching: MaxBatch %d (want 1 to %d, or 0 for %d)", b.MaxBatch, maxMaxBatch, defaultMaxBatch)
+		case b.Parallel < 0 || b.Parallel > maxParallel:
+			return fmt.Errorf("ratekit: redisstore.WithBatching: Parallel %d (want 1 to %d, or 0 for %d)", b.Parallel, maxParallel, defaultParallel)
+		case b.MaxWait < 0:
+			return fmt.Errorf("ratekit: redisstore.WithBatching: MaxWait %v is negative", b.MaxWait)
+		}
+		if b.MaxBatch == 0 {
+			b.MaxBatch = defaultMaxBatch
+		}
+		if b.Parallel == 0 {
+			b.Parallel = defaultParallel
+		}
+		c.batching = &b
+		return nil
+	}
+}
+
+// WithoutBatching makes a [Store] send each call as a command of its own,
+// on the caller's goroutine, instead of pipelining concurrent calls
+// ([WithBatching], the default). Each call then takes a pooled connection
+// of its own: use it to compare, or where a proxy in front of Redis
+// handles pipelines badly.
+func WithoutBatching() Option {
+	return func(c *config) error {
+		if c.batching != nil {
+			return errors.New("ratekit: redisstore: WithoutBatching with WithBatching")
+		}
+		c.noBatching = true
+		return nil
+	}
+}

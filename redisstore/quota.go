@@ -1,0 +1,234 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/storecheck"
+)
+
+// PeekAll implements [core.QuotaStore.PeekAll] in one script call (peek.lua),
+// which reads every key and writes nothing but a sliding log's trim.
+func (s *Store) PeekAll(ctx context.Context, checks []core.Check) ([]core.Result, error) {
+	return s.quota(ctx, peekScripts, checks, 1)
+}
+
+// RefundAllN implements [core.QuotaStore.RefundAllN] in one script call
+// (refund.lua, then peek.lua). A GCRA key's TAT moves back by n intervals,
+// never before now; a fixed window's live counter drops by n, deleted at
+// 0; a sliding counter's count, from its current window and then the
+// previous one, drops by n, never below 0; a sliding log loses its n
+// newest members.
+func (s *Store) RefundAllN(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+	return s.quota(ctx, refundScripts, checks, n)
+}
+
+// quota runs the peek or refund script of set on checks.
+func (s *Store) quota(ctx context.Context, set *scriptSet, checks []core.Check, n int) ([]core.Result, error) {
+	if err := storecheck.Validate(checks, n); err != nil {
+		return nil, err
+	}
+	var (
+		reply string
+		err   error
+	)
+	parse := parseReply
+	if storecheck.HasOverride(checks) {
+		reply, err = s.runOverride(ctx, overrideSets[set].of(checks), checks, n)
+		parse = parseOverrideReply
+	} else {
+		_, reply, err = s.runMany(ctx, set.of(checks), checks, n)
+	}
+	if err != nil {
+		s.reloadSlots(err)
+		return nil, fmt.Errorf("ratekit: redis: %w", err)
+	}
+	results := make([]core.Result, len(checks))
+	if err := parse(reply, checks, results); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// resetSource deletes KEYS[1] and publishes it on the channel ARGV[1], in
+// one step: no process hears of a reset that did not happen.
+const resetSource = "redis.call('DEL', KEYS[1]) return redis.call('PUBLISH', ARGV[1], KEYS[1])"
+
+// Reset implements [core.QuotaStore.Reset]: for each key, one script call that
+// deletes it and publishes it on [ResetChannel], pipelined in one round
+// trip when the client has a Pipeline method. Keys may lie in different
+// hash slots of a Cluster: each call goes to its key's master, and Redis
+// carries the message to every node.
+func (s *Store) Reset(ctx context.Context, keys ...string) error {
+	if err := storecheck.ValidateKeys(keys); err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	var err error
+	if p, ok := s.client.(pipeliner); ok {
+		_, err = p.Pipeline().Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for _, k := range keys {
+				pipe.Eval(ctx, resetSource, []string{k}, ResetChannel)
+			}
+			return nil
+		})
+	} else {
+		for _, k := range keys {
+			if err = s.client.Eval(ctx, resetSource, []string{k}, ResetChannel).Err(); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		s.reloadSlots(err)
+		return fmt.Errorf("ratekit: redis: reset: %w", err)
+	}
+	return nil
+}
+
+// subscriber is what reset watching needs of a client: *redis.Client,
+// *redis.ClusterClient, *redis.Ring and redis.UniversalClient have it.
+type subscriber interface {
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+// WatchResets implements [core.QuotaStore]. The store keeps one subscription
+// to [ResetChannel] for all its watchers, made by the first and closed by
+// the last stop or by [Store.Close], read by a goroutine of its own
+// that calls each watcher's fn per message; go-redis reconnects the
+// subscription by itself after a failure (resets published meanwhile are
+// missed). The subscription is made in the background, so that watching
+// does no I/O (a [core.Limiter] watches in NewLimiter): a reset published
+// before it is in place may be missed. The last stop, and Close, wait for
+// a subscription being dialed at most the client's DialTimeout. fn must not call stop. Over a
+// client without a Subscribe method it returns an error wrapping
+// [core.ErrNotSupported].
+func (s *Store) WatchResets(fn func(key string)) (stop func(), err error) {
+	sub, ok := s.client.(subscriber)
+	if !ok {
+		return nil, fmt.Errorf("%w: watching resets needs a client with a Subscribe method, not %T", core.ErrNotSupported, s.client)
+	}
+	if fn == nil {
+		return nil, fmt.Errorf("ratekit: WatchResets: nil func")
+	}
+	return s.resets.watch(sub, fn)
+}
+
+// resetHub fans one subscription to ResetChannel out to a store's
+// watchers.
+type resetHub struct {
+	mu       sync.Mutex
+	closed   bool
+	watchers map[int]func(string)
+	next     int
+	ps       *redis.PubSub // nil while nobody watches, and while subscribing
+	cancel   func()        // ends the subscribing
+	done     chan struct{} // nil while nobody watches; closed when the goroutine returns
+	deliver  sync.Mutex    // held while watchers are called
+}
+
+func (h *resetHub) watch(sub subscriber, fn func(string)) (func(), error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, core.ErrClosed
+	}
+	if h.watchers == nil {
+		h.watchers = make(map[int]func(string))
+	}
+	id := h.next
+	h.next++
+	h.watchers[id] = fn
+	if h.done == nil {
+		// subscribing does I/O, which the goroutine does
+		var ctx context.Context
+		ctx, h.cancel = context.WithCancel(context.Background())
+		h.done = make(chan struct{})
+		go h.run(ctx, sub, h.done)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { h.unwatch(id) }) }, nil
+}
+
+// run subscribes to ResetChannel, then calls the watchers with each
+// message until the subscription is closed, or ctx ends first. A
+// subscription that fails (Redis down) is made again by the PubSub's
+// reconnects, since it remembers its channels.
+func (h *resetHub) run(ctx context.Context, sub subscriber, done chan struct{}) {
+	defer close(done)
+	defer func() {
+		// a client's hook that panics ends the watch, not the process:
+		// store calls turn such panics into errors too
+		_ = recover()
+	}()
+	ps := sub.Subscribe(ctx, ResetChannel)
+	h.mu.Lock()
+	if ctx.Err() != nil { // stopped while subscribing
+		h.mu.Unlock()
+		_ = ps.Close()
+		return
+	}
+	h.ps = ps
+	h.mu.Unlock()
+	var fns []func(string)
+	for msg := range ps.Channel() {
+		h.deliver.Lock()
+		h.mu.Lock()
+		fns = fns[:0]
+		for _, fn := range h.watchers {
+			fns = append(fns, fn)
+		}
+		h.mu.Unlock()
+		for _, fn := range fns {
+			fn(msg.Payload)
+		}
+		h.deliver.Unlock()
+	}
+}
+
+// unwatch removes watcher id and waits for calls of it in progress; the
+// last one ends the subscription and waits for its goroutine.
+func (h *resetHub) unwatch(id int) {
+	h.mu.Lock()
+	delete(h.watchers, id)
+	if len(h.watchers) > 0 || h.done == nil {
+		h.mu.Unlock()
+		h.deliver.Lock() // wait for a delivery in progress
+		//lint:ignore SA2001 the lock is taken only to wait for a delivery in progress
+		h.deliver.Unlock()
+		return
+	}
+	h.stop()
+}
+
+// stop ends the subscription, with h.mu held, which it unlocks, and waits
+// for its goroutine: a goroutine still subscribing sees its context end,
+// and closes what it made.
+func (h *resetHub) stop() {
+	ps, done := h.ps, h.done
+	h.ps, h.done = nil, nil
+	h.cancel()
+	h.mu.Unlock()
+	if ps != nil {
+		_ = ps.Close()
+	}
+	<-done
+}
+
+// close ends watching for good: later watches fail with ErrClosed.
+func (h *resetHub) close() {
+	h.mu.Lock()
+	h.closed = true
+	clear(h.watchers)
+	if h.done == nil {
+		h.mu.Unlock()
+		return
+	}
+	h.stop()
+}

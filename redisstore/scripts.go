@@ -1,0 +1,170 @@
+package redisstore
+
+import (
+	"embed"
+	"fmt"
+	"strings"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/storecheck"
+)
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+// algorithmFiles holds each algorithm's Lua file, which defines its
+// <name>_check and <name>_commit functions, indexed by Algorithm.
+var algorithmFiles = [...]string{"gcra", "fixed", "slidinglog", "slidingcounter"}
+
+// scriptSource assembles a decide script for the given algorithms: their
+// files, a line gathering their functions into the checks and commits tables
+// that decide.lua indexes by algorithm number + 1, and decide.lua itself.
+func scriptSource(algs ...core.Algorithm) string {
+	var b, checks, commits strings.Builder
+	for _, a := range algs {
+		name := algorithmFiles[a]
+		b.WriteString(readScript(name + ".lua"))
+		b.WriteByte('\n')
+		fmt.Fprintf(&checks, "[%d] = %s_check, ", a+1, name)
+		fmt.Fprintf(&commits, "[%d] = %s_commit, ", a+1, name)
+	}
+	fmt.Fprintf(&b, "local checks = {%s}\nlocal commits = {%s}\n", checks.String(), commits.String())
+	b.WriteString(readScript("decide.lua"))
+	return b.String()
+}
+
+// quotaSource assembles the script that reads checks without spending
+// (peek.lua) or, when refund is set, gives units back first (refund.lua,
+// then peek.lua), after the algorithm files of algs.
+func quotaSource(refund bool, algs ...core.Algorithm) string {
+	var b, checks, refunds strings.Builder
+	for _, a := range algs {
+		name := algorithmFiles[a]
+		b.WriteString(readScript(name + ".lua"))
+		b.WriteByte('\n')
+		fmt.Fprintf(&checks, "[%d] = %s_check, ", a+1, name)
+		fmt.Fprintf(&refunds, "[%d] = %s_refund, ", a+1, name)
+	}
+	fmt.Fprintf(&b, "local checks = {%s}\n", checks.String())
+	if refund {
+		fmt.Fprintf(&b, "local refunds = {%s}\n", refunds.String())
+		b.WriteString(readScript("refund.lua"))
+	} else {
+		b.WriteString("local refund\n")
+	}
+	b.WriteString(readScript("peek.lua"))
+	return b.String()
+}
+
+// singleSource assembles the script that decides one key under limit, with
+// the limit's parameters compiled in as constants. GCRA and the fixed window
+// have one-key scripts of their own, written out in full, that answer one
+// integer (see [singleIntReply]): gcra_single.lua and fixed_single.lua. The
+// others, and fixed windows whose replies would not fit one integer, are
+// their algorithm file and single.lua, which answer the string parseReply
+// reads.
+func singleSource(limit core.Limit) string {
+	switch {
+	case limit.Algorithm == core.GCRA:
+		return gcraConstants(limit) + readScript("gcra_single.lua")
+	case singleIntReply(limit):
+		return fixedConstants(limit) + readScript("fixed_single.lua")
+	}
+	name := algorithmFiles[limit.Algorithm]
+	return readScript(name+".lua") + "\n" +
+		fmt.Sprintf("local check, commit, rate, period, burst = %s_check, %s_commit, %d, %d, %d\n",
+			name, name, limit.Rate, limit.Period.Microseconds(), limit.Burst) +
+		readScript("single.lua")
+}
+
+// singleIntReply reports whether limit's one-key script answers one
+// integer: GCRA's always (see [gcraResult]), a fixed window's when its
+// reply, up to (rate + 1) × period in ms, is exact in a Lua number (see
+// [fixedResult]): every limit of up to 2^30 units per 2.3 hours, or of a
+// thousand per year.
+func singleIntReply(limit core.Limit) bool {
+	switch limit.Algorithm {
+	case core.GCRA:
+		return true
+	case core.FixedWindow:
+		return float64(limit.Rate+1)*float64(limit.Period.Milliseconds()) < 1<<53
+	}
+	return false
+}
+
+// manySource assembles the script that decides several one-key calls under
+// limit in one script call, for a batching store, or "" if limit's one-key
+// script has none: gcra_many.lua for GCRA, fixed_many.lua for the fixed
+// windows that fixed_single.lua decides.
+func manySource(limit core.Limit) string {
+	switch {
+	case limit.Algorithm == core.GCRA:
+		return gcraConstants(limit) + readScript("gcra_many.lua")
+	case singleIntReply(limit):
+		return fixedConstants(limit) + readScript("fixed_many.lua")
+	}
+	return ""
+}
+
+// fixedConstants is the line that binds a fixed window's rate and period
+// in ms for fixed_single.lua and fixed_many.lua.
+func fixedConstants(limit core.Limit) string {
+	return fmt.Sprintf("local rate, period = %d, %d\n", limit.Rate, limit.Period.Milliseconds())
+}
+
+// gcraConstants is the line that binds a GCRA limit's parameters for
+// gcra_single.lua and gcra_many.lua: the interval (ceil(period/rate) µs),
+// the tolerance (burst * interval µs), the burst, and the format of the
+// stored value, "<tat>:<interval>", with the interval written in.
+func gcraConstants(limit core.Limit) string {
+	interval := storecheck.Interval(limit)
+	return fmt.Sprintf("local interval, tolerance, burst, tatfmt = %d, %d, %d, '%%d:%d'\n",
+		interval, interval*int64(limit.Burst), limit.Burst, interval)
+}
+
+func readScript(name string) string {
+	src, err := scriptFS.ReadFile("scripts/" + name)
+	if err != nil {
+		panic("ratekit: embedded script missing: " + name)
+	}
+	return string(src)
+}
+
+// Scripts run by EVALSHA, falling back to EVAL on NOSCRIPT. A call whose
+// checks share one algorithm runs that algorithm's script, which carries no
+// other algorithm's code; mixed calls run mixedScript.
+// The peek and refund scripts are chosen the same way.
+var (
+	decideScripts = newScriptSet(scriptSource)
+	peekScripts   = newScriptSet(func(algs ...core.Algorithm) string { return quotaSource(false, algs...) })
+	refundScripts = newScriptSet(func(algs ...core.Algorithm) string { return quotaSource(true, algs...) })
+)
+
+// scriptSet holds one kind of script for each algorithm, and one for
+// mixed calls.
+type scriptSet struct {
+	each  [len(algorithmFiles)]*script
+	mixed *script
+}
+
+func newScriptSet(source func(algs ...core.Algorithm) string) *scriptSet {
+	set := &scriptSet{mixed: newScript(source(core.GCRA, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter), false)}
+	for a := range set.each {
+		set.each[a] = newScript(source(core.Algorithm(a)), false)
+	}
+	return set
+}
+
+// scriptFor returns the script that decides checks.
+func scriptFor(checks []core.Check) *script { return decideScripts.of(checks) }
+
+// of returns the set's script for checks.
+func (set *scriptSet) of(checks []core.Check) *script {
+	alg := checks[0].Limit.Algorithm
+	for i := 1; i < len(checks); i++ {
+		if checks[i].Limit.Algorithm != alg {
+			return set.mixed
+		}
+	}
+	return set.each[alg]
+}

@@ -1,0 +1,398 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/rediserr"
+	"github.com/ratekit/ratekit/internal/storecheck"
+)
+
+// Store is a [core.Store] that keeps limits in Redis and decides each call
+// with one atomic Lua script that reads Redis's own clock, so any number of
+// processes sharing one Redis share one limit exactly. It is safe for
+// concurrent use.
+type Store struct {
+	client redis.Scripter
+	proc   processor // client's Process method; nil if it has none
+	// limits caches, per distinct Limit, its compiled single-key script and
+	// its boxed arguments for the multi-key scripts.
+	limits  sync.Map // Limit → *limitScripts
+	nlimits atomic.Int32
+	batch   *batcher // nil under WithoutBatching or over a client without Pipeline
+
+	// cluster is client when it is a *redis.ClusterClient, else nil.
+	cluster *redis.ClusterClient
+	// routed is set once a call has answered through cluster, which has
+	// then loaded its slot map.
+	routed atomic.Bool
+	// reloaded is when a failed call last asked cluster to reload its
+	// slot map, in ns since born.
+	reloaded atomic.Int64
+	born     time.Time
+	resets   resetHub // reset watchers' subscription
+}
+
+// maxCompiledLimits bounds how many distinct limits get scripts of their
+// own; calls with further limits run the generic scripts.
+const maxCompiledLimits = 256
+
+type limitScripts struct {
+	single *script
+	args   [4]any // algorithm, rate, period in ms, burst
+}
+
+// script is a Lua script with its EVALSHA and EVAL arguments boxed once.
+type script struct {
+	*redis.Script
+	sha, src  any
+	intReply  bool // one integer (see singleIntReply), else one string
+	manyReply bool // an array of integers (a many script)
+	// many decides several calls of this one-key script in one script
+	// call, answering an array of integers; nil if the algorithm has no
+	// such script or the store does not batch.
+	many *script
+}
+
+func newScript(src string, intReply bool) *script {
+	s := redis.NewScript(src)
+	return &script{Script: s, sha: s.Hash(), src: src, intReply: intReply}
+}
+
+// processor is the method through which Store sends its scripts when
+// the client has it (*redis.Client, *redis.ClusterClient and *redis.Ring
+// do): it runs the client's hooks like any command, and lets the reply be
+// read as the integer or string it is, without the boxing and argument
+// copies of the generic EvalSha.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// New returns a store over client: a *redis.Client,
+// *redis.ClusterClient, *redis.Ring, a failover client, or anything else
+// that runs scripts. The client's pool, TLS, timeouts and hooks apply
+// unchanged; Store never closes it.
+//
+// Scripts run by EVALSHA and fall back to EVAL when the server does not know
+// them yet (after a restart or failover), so nothing needs loading first.
+// Each distinct limit (up to 256 of them) gets a script of its own with the
+// limit compiled in, so a call sends only the key and the cost.
+//
+// Over a *redis.Client (one server, or a Sentinel-watched master),
+// concurrent calls share pipelined round trips by default ([WithBatching]):
+// a call that finds nothing in flight goes out at once, so a lone caller
+// waits for nothing; [WithoutBatching] sends each call by itself. Over a
+// Cluster or Ring client batching is off unless WithBatching asks for it:
+// a pipeline there spans servers and returns when the slowest does, so a
+// failing master would hold up the calls of the healthy ones.
+//
+// New takes [WithBatching] and [WithoutBatching], and returns an
+// error for a nil client, for any other option, and for WithBatching over
+// a client without a Pipeline method.
+func New(client redis.Scripter, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("ratekit: redisstore.New: nil client")
+	}
+	var cfg config
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("ratekit: redisstore.New: nil option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	s := &Store{client: client, born: time.Now()}
+	s.proc, _ = client.(processor)
+	s.cluster, _ = client.(*redis.ClusterClient)
+	// a plain client talks to one server (or one Sentinel-watched master),
+	// where a script may take keys of any slots; other clients shard by
+	// hash tag, so only keys sharing one may share a script
+	_, oneServer := client.(*redis.Client)
+	if b := cfg.batching; b != nil || oneServer && !cfg.noBatching {
+		p, ok := client.(pipeliner)
+		if !ok {
+			return nil, fmt.Errorf("ratekit: redisstore.New: WithBatching needs a client with a Pipeline method, not %T", client)
+		}
+		if b == nil {
+			b = &Batching{MaxBatch: defaultMaxBatch, Parallel: defaultParallel}
+		}
+		s.batch = newBatcher(p, s.proc, b.MaxBatch, b.Parallel, b.MaxWait, oneServer)
+	}
+	return s, nil
+}
+
+// Traits reports whether the store keeps deadlines by itself: it does over
+// a *redis.Client, *redis.ClusterClient or *redis.Ring with
+// ContextTimeoutEnabled, which sets each connection's read and write
+// deadlines from the context, and dials, waits for a pooled connection and
+// backs off between retries within it. See [core.WithTimeout].
+//
+// Over a *redis.ClusterClient it also states each key's shard: the
+// address of the master that serves the key's slot in the client's slot
+// map, so that a [core.Limiter] keeps a circuit breaker per master. Over a
+// *redis.Ring the shard is the address of the server that the ring's
+// consistent hash picks for the key's hash tag, among the servers its
+// heartbeat sees up.
+func (s *Store) Traits() core.Traits {
+	var keeps bool
+	switch c := s.client.(type) {
+	case *redis.Client:
+		keeps = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		keeps = c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		keeps = c.Options().ContextTimeoutEnabled
+	}
+	t := core.Traits{KeepsDeadlines: keeps}
+	if s.cluster != nil {
+		t.Shard = s.shard
+	}
+	if r, ok := s.client.(*redis.Ring); ok {
+		t.Shard = func(key string) string { return ringShard(r, key) }
+	}
+	return t
+}
+
+// ringShard returns the address of the server of ring that serves key, or
+// "" when the ring has none up. The ring picks it from its hash of the
+// servers it last saw up, in memory, without I/O.
+func ringShard(ring *redis.Ring, key string) string {
+	c, err := ring.GetShardClientForKey(key)
+	if err != nil {
+		return ""
+	}
+	return c.Options().Addr
+}
+
+// shard returns the address of the master that serves key in the Cluster
+// client's slot map, or "" before the client has one: asking for it then
+// would load it, a wait on the network.
+func (s *Store) shard(key string) string {
+	if !s.routed.Load() {
+		return ""
+	}
+	c, err := s.cluster.MasterForKey(context.Background(), key)
+	if err != nil {
+		return ""
+	}
+	return c.Options().Addr
+}
+
+// reloadEvery is the least time between two reloads of a Cluster client's
+// slot map that failing calls ask for.
+const reloadEvery = 100 * time.Millisecond
+
+// reloadSlots asks a Cluster client to reload its slot map, at most once
+// per reloadEvery, after a call failed with err for a reason of the
+// network or the server, not of the call. go-redis reloads it by itself
+// only on a MOVED, ASK or READONLY reply, or once the map is older than
+// ClusterStateReloadInterval (a minute): the slots of a master that died
+// would otherwise go on being sent to it for up to a minute after its
+// replica took them over, since a dead master sends no MOVED.
+func (s *Store) reloadSlots(err error) {
+	if s.cluster == nil || rediserr.KeyError(err) || errors.Is(err, context.Canceled) || errors.Is(err, core.ErrClosed) {
+		return
+	}
+	now := int64(time.Since(s.born))
+	last := s.reloaded.Load()
+	if last != 0 && now-last < int64(reloadEvery) || !s.reloaded.CompareAndSwap(last, now) {
+		return
+	}
+	s.cluster.ReloadState(context.Background())
+}
+
+// Close fails a batching store's queued calls and waits for pipelines in
+// flight; later calls fail with [core.ErrClosed]. It also closes the
+// subscription of reset watchers ([Store.WatchResets]) and waits for
+// its goroutine; their stop functions then do nothing. It never closes the
+// client.
+func (s *Store) Close() error {
+	s.resets.close()
+	if s.batch != nil {
+		s.batch.close()
+	}
+	return nil
+}
+
+// AllowAllN implements [core.Store.AllowAllN] in one script call.
+func (s *Store) AllowAllN(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+	results := make([]core.Result, len(checks))
+	if err := s.allow(ctx, checks, n, results); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// AllowInto is [Store.AllowAllN] deciding into results, one per check,
+// rather than into a slice it allocates: a [core.Limiter] calls it so.
+func (s *Store) AllowInto(ctx context.Context, checks []core.Check, n int, results []core.Result) error {
+	if len(results) != len(checks) {
+		return fmt.Errorf("%w: %d results for %d checks", core.ErrMalformedReply, len(results), len(checks))
+	}
+	return s.allow(ctx, checks, n, results)
+}
+
+// oneKeyArgs holds the EVALSHA arguments of a one-key call in one
+// allocation: command, script, 1 (number of keys), key, cost. A cost of 1
+// is not sent: the one-key scripts take an absent cost for 1.
+type oneKeyArgs [5]any
+
+// allow decides checks at cost n into results, in one script call.
+func (s *Store) allow(ctx context.Context, checks []core.Check, n int, results []core.Result) error {
+	if err := storecheck.Validate(checks, n); err != nil {
+		return err
+	}
+	if storecheck.HasOverride(checks) {
+		return s.allowOverride(ctx, checks, n, results)
+	}
+	var (
+		sc     *script
+		ireply int64  // reply of an intReply script
+		sreply string // reply of any other
+		err    error
+	)
+	if ls := s.scripts(checks[0].Limit); len(checks) == 1 && ls.single != nil {
+		sc = ls.single
+		ireply, sreply, err = s.runOne(ctx, sc, checks[0].Key, n)
+	} else {
+		sc = scriptFor(checks)
+		ireply, sreply, err = s.runMany(ctx, sc, checks, n)
+	}
+	if err != nil {
+		s.reloadSlots(err)
+		return fmt.Errorf("ratekit: redis: %w", err)
+	}
+	if s.cluster != nil && !s.routed.Load() {
+		s.routed.Store(true)
+	}
+	if sc.intReply {
+		if checks[0].Limit.Algorithm == core.FixedWindow {
+			results[0], err = fixedResult(checks[0].Limit, n, ireply)
+		} else {
+			results[0], err = gcraResult(checks[0].Limit, n, ireply)
+		}
+		return err
+	}
+	return parseReply(sreply, checks, results)
+}
+
+// runOne runs the one-key script sc on key at cost n: through the batcher,
+// the client's Process method, or the generic script runner.
+func (s *Store) runOne(ctx context.Context, sc *script, key string, n int) (int64, string, error) {
+	switch {
+	case s.batch != nil:
+		c := s.batch.call()
+		c.oneKey(sc, key, n)
+		return s.batch.do(ctx, c)
+	case s.proc != nil:
+		args := &oneKeyArgs{nil, nil, 1, key, n}
+		if n == 1 {
+			return s.eval(ctx, sc, args[:4])
+		}
+		return s.eval(ctx, sc, args[:])
+	case n == 1:
+		return sc.split(sc.Run(ctx, s.client, []string{key}).Result())
+	}
+	return sc.split(sc.Run(ctx, s.client, []string{key}, n).Result())
+}
+
+// runMany runs the generic script sc on checks at cost n, each limit's
+// arguments sent with its key.
+func (s *Store) runMany(ctx context.Context, sc *script, checks []core.Check, n int) (int64, string, error) {
+	if s.proc == nil && s.batch == nil {
+		keys := make([]string, len(checks))
+		args := make([]any, 1, 1+4*len(checks))
+		args[0] = n
+		for i := range checks {
+			keys[i] = checks[i].Key
+			args = append(args, s.scripts(checks[i].Limit).args[:]...)
+		}
+		return sc.split(sc.Run(ctx, s.client, keys, args...).Result())
+	}
+	args := make([]any, 3, 4+5*len(checks))
+	args[2] = len(checks)
+	for i := range checks {
+		args = append(args, checks[i].Key)
+	}
+	args = append(args, n)
+	for i := range checks {
+		args = append(args, s.scripts(checks[i].Limit).args[:]...)
+	}
+	if s.batch == nil {
+		return s.eval(ctx, sc, args)
+	}
+	c := s.batch.call()
+	c.sc, c.args = sc, args
+	args[0], args[1] = "evalsha", sc.sha
+	return s.batch.do(ctx, c)
+}
+
+// eval runs sc by EVALSHA, and by EVAL when the server answers NOSCRIPT
+// (after a restart or a failover), through the client's Process method.
+// args holds the command's arguments from the number of keys on; eval fills
+// args[0] and args[1]. It returns the reply as sc answers it: an integer
+// or a string.
+func (s *Store) eval(ctx context.Context, sc *script, args []any) (int64, string, error) {
+	args[0], args[1] = "evalsha", sc.sha
+	for {
+		cmd := newScriptCmd(ctx, sc, args)
+		_ = s.proc.Process(ctx, cmd)
+		ireply, sreply, err := scriptReply(cmd)
+		if err == nil || args[0] == "eval" || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return ireply, sreply, err
+		}
+		args[0], args[1] = "eval", sc.src
+	}
+}
+
+// split sorts a reply read as any into the integer or string sc answers.
+func (sc *script) split(reply any, err error) (int64, string, error) {
+	if err != nil {
+		return 0, "", err
+	}
+	switch r := reply.(type) {
+	case int64:
+		if sc.intReply {
+			return r, "", nil
+		}
+	case string:
+		if !sc.intReply {
+			return 0, r, nil
+		}
+	}
+	return 0, "", fmt.Errorf("%w: %T reply", core.ErrMalformedReply, reply)
+}
+
+// scripts returns the cached scripts and arguments of limit.
+func (s *Store) scripts(limit core.Limit) *limitScripts {
+	if v, ok := s.limits.Load(limit); ok {
+		return v.(*limitScripts)
+	}
+	ls := &limitScripts{args: [4]any{
+		strconv.Itoa(int(limit.Algorithm)),
+		strconv.Itoa(limit.Rate),
+		strconv.FormatInt(limit.Period.Milliseconds(), 10),
+		strconv.Itoa(limit.Burst),
+	}}
+	if s.nlimits.Add(1) > maxCompiledLimits {
+		return ls // too many distinct limits: generic scripts, nothing cached
+	}
+	ls.single = newScript(singleSource(limit), singleIntReply(limit))
+	if s.batch != nil {
+		if src := manySource(limit); src != "" {
+			ls.single.many = newScript(src, false)
+			ls.single.many.manyReply = true
+		}
+	}
+	v, _ := s.limits.LoadOrStore(limit, ls)
+	return v.(*limitScripts)
+}

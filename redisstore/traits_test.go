@@ -1,0 +1,41 @@
+package redisstore_test
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/redisstore"
+)
+
+func TestTraitsKeepsDeadlines(t *testing.T) {
+	honours := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	ignores := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ContextTimeoutEnabled: true})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, ContextTimeoutEnabled: true})
+	for _, c := range []interface{ Close() error }{honours, ignores, cluster, ring} {
+		t.Cleanup(func() { c.Close() })
+	}
+	batched := testkit.MustRedis(honours, redisstore.WithBatching(redisstore.Batching{}))
+	t.Cleanup(func() { batched.Close() })
+	for _, tc := range []struct {
+		name  string
+		store core.Store
+		want  bool
+	}{
+		{"client with ContextTimeoutEnabled", testkit.MustRedis(honours), true},
+		{"default client", testkit.MustRedis(ignores), false},
+		{"cluster", testkit.MustRedis(cluster), true},
+		{"ring", testkit.MustRedis(ring), true},
+		{"batching", batched, true},
+		{"leasing", testkit.MustLeasing(testkit.MustRedis(honours)), true},
+		{"leasing over a default client", testkit.MustLeasing(testkit.MustRedis(ignores)), false},
+		{"memory", testkit.MustMemory(), false},
+	} {
+		if got := testkit.Traits(tc.store).KeepsDeadlines; got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
