@@ -51,7 +51,7 @@ import (
 // other error of a key or cost function, and the context's error when
 // ctx ends before the store answers (that is the caller giving up, not
 // a store failure). Every rule's identity is found before anything is
-// spent. Rules are best validated once with [ValidateRules]; a rule that
+// spent. Rules are best validated once, with [NewRuleSet]; a rule that
 // would fail it (no key function, an invalid limit or name) makes Check
 // return an error, never panic.
 //
@@ -118,7 +118,7 @@ func (l *Limiter) planRules(req Request, rules []Rule, plan []planned) (_ []plan
 			continue
 		}
 		if r.Key == nil {
-			return nil, 0, fmt.Errorf("%w: rule %q has no key function", ErrInvalidName, r.Name)
+			return nil, 0, fmt.Errorf("%w: rule %q has no key function", ErrInvalidRule, r.Name)
 		}
 		id, err := r.Key(req)
 		if err != nil {

@@ -49,7 +49,7 @@ func ExampleLimiter_Check() {
 		if err != nil {
 			panic(err)
 		}
-		lim, _ := d.LimitingResult()
+		lim := d.Results[d.Limiting]
 		fmt.Printf("request %d: allowed=%v degraded=%v retry-after=%v\n", i, d.Allowed, d.Degraded(), lim.RetryAfter.Round(time.Second))
 	}
 

@@ -23,26 +23,6 @@ func ExampleResult_Never() {
 	// false true 10
 }
 
-func ExampleLimiter_StorageKey() {
-	store, err := memorystore.New()
-	if err != nil {
-		panic(err)
-	}
-	limiter, err := core.NewLimiter(store, core.WithPrefix("rl:"))
-	if err != nil {
-		panic(err)
-	}
-	defer limiter.Close()
-	k, _ := limiter.StorageKey("api", "ip:203.0.113.7")
-	fmt.Println(k)
-	// an identity that tries to steer the Cluster slot is hashed
-	k, _ = limiter.StorageKey("api", "user:{victim}")
-	fmt.Println(k[:20] + "…")
-	// Output:
-	// rl:api:{ip:203.0.113.7}
-	// rl:api:{#ac45644e77e…
-}
-
 func ExampleLimit_String() {
 	fmt.Println(core.PerMinute(100))
 	fmt.Println(core.PerHour(1000).WithAlgorithm(core.SlidingWindowLog))

@@ -14,13 +14,6 @@ import (
 // store while the breaker is open, and reporting failures and changes to
 // hooks, observers and the log.
 
-// BreakerState returns the state of the Limiter's circuit breaker. Over a
-// store that states shards ([Traits].Shard), such as a [RedisStore] over
-// a Redis Cluster, it is open while any shard's breaker is open,
-// half-open while one is being probed and none is open, and closed when
-// all are closed; the hooks and observers hear of its changes.
-func (l *Limiter) BreakerState() BreakerState { return l.brk.current() }
-
 // failed records a store call on key that failed with err, and starts a
 // prober when the failure opened a breaker: the Limiter's, or that of
 // key's shard over a store that states shards.

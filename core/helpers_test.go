@@ -26,3 +26,12 @@ func (l *Limiter) decideGroup(ctx context.Context, checks []Check, n int, result
 // Redact returns the redacted form of an identity, as the debug log writes
 // it.
 func Redact(identity string) string { return redacted(identity).String() }
+
+// BreakerState returns the state of the Limiter's circuit breaker, as
+// OnBreakerChange and observers hear of it.
+func (l *Limiter) BreakerState() BreakerState { return l.brk.current() }
+
+// StorageKey returns the storage key of identity under the named rule.
+func (l *Limiter) StorageKey(rule, identity string) (string, error) {
+	return l.storageKey(rule, identity)
+}

@@ -18,11 +18,17 @@ import (
 // answer 503 with Retry-After.
 var ErrUnavailable = errors.New("ratekit: store unavailable")
 
+// ErrInvalidRule is returned, wrapped with the reason, for a set of rules
+// that cannot be enforced as a whole or a rule without a key function:
+// no rules, two rules of one name, a rule with no Key. A bad name wraps
+// [ErrInvalidName] and a bad limit [ErrInvalidLimit] instead.
+var ErrInvalidRule = errors.New("ratekit: invalid rule")
+
 // Rule is one named limit applied to requests: every request that the rule
 // does not skip spends Cost units of Limit from the identity that Key
-// returns. Rules are plain values; [Rule.Validate] checks one, and every
-// constructor that takes rules validates them, so a bad rule fails at start-up,
-// never at request time.
+// returns. Rules are plain values; [NewRuleSet] checks them, as every
+// constructor that takes rules does (the adapters' included), so a bad rule
+// fails at start-up, never at request time.
 type Rule struct {
 	// Name identifies the rule in storage keys, headers and metrics, such
 	// as "default" or "login". Replicas that share a Redis and name a rule
@@ -38,7 +44,7 @@ type Rule struct {
 	// identity and storage key stay the same whatever the limit, so a
 	// caller moving to another plan keeps what it spent, counted under the
 	// new limit. A limit that fails [Limit.Validate] is an error of the
-	// request. [PlanLimits] builds one from a table of plans.
+	// request. keyfuncs.PlanLimits builds one from a table of plans.
 	LimitOf func(Request) (Limit, bool)
 	// Key returns the identity the rule limits. Required.
 	Key KeyFunc
@@ -71,7 +77,7 @@ func validateRule(r *Rule) error {
 		return err
 	}
 	if r.Key == nil {
-		return fmt.Errorf("%w: rule %q has no key function", ErrInvalidName, r.Name)
+		return fmt.Errorf("%w: rule %q has no key function", ErrInvalidRule, r.Name)
 	}
 	if err := r.Limit.Validate(); err != nil {
 		return fmt.Errorf("rule %q: %w", r.Name, err)
@@ -79,10 +85,10 @@ func validateRule(r *Rule) error {
 	return nil
 }
 
-// ValidateRules validates each rule and checks that no two share a name.
-func ValidateRules(rules []Rule) error {
+// validateRules validates each rule and checks that no two share a name.
+func validateRules(rules []Rule) error {
 	if len(rules) == 0 {
-		return fmt.Errorf("%w: no rules", ErrInvalidName)
+		return fmt.Errorf("%w: no rules", ErrInvalidRule)
 	}
 	seen := make(map[string]bool, len(rules))
 	for _, r := range rules {
@@ -90,7 +96,7 @@ func ValidateRules(rules []Rule) error {
 			return err
 		}
 		if seen[r.Name] {
-			return fmt.Errorf("%w: two rules named %q", ErrInvalidName, r.Name)
+			return fmt.Errorf("%w: two rules named %q", ErrInvalidRule, r.Name)
 		}
 		seen[r.Name] = true
 	}
@@ -138,15 +144,6 @@ type Decision struct {
 	// have denied it, else the rule with the fewest units remaining. -1
 	// when no rule applied.
 	Limiting int
-}
-
-// LimitingResult returns the most restrictive rule's result, and false when no
-// rule applied.
-func (d Decision) LimitingResult() (RuleResult, bool) {
-	if d.Limiting < 0 || d.Limiting >= len(d.Results) {
-		return RuleResult{}, false
-	}
-	return d.Results[d.Limiting], true
 }
 
 // Degraded reports whether any rule was decided without the shared store.
@@ -315,9 +312,11 @@ func (l *Limiter) Close() error {
 // monotonic clock.
 func (l *Limiter) mono() int64 { return l.now() }
 
-// StorageKey returns the storage key of identity under the named rule, as
-// this Limiter builds it: prefix + rule + ":{" + identity + "}".
-func (l *Limiter) StorageKey(rule, identity string) (string, error) {
+// storageKey returns the storage key of identity under the named rule, as
+// this Limiter builds it: prefix + rule + ":{" + identity + "}", the
+// identity replaced by a hash of itself when it could steer the key's
+// Cluster slot (see docs/ARCHITECTURE.md, the key schema).
+func (l *Limiter) storageKey(rule, identity string) (string, error) {
 	if err := storekey.ValidateName("rule name", rule, false); err != nil {
 		return "", err
 	}

@@ -204,7 +204,7 @@ func TestDeniedCacheExact(t *testing.T) {
 				}
 				if !d.Allowed {
 					denied++
-					if lim, _ := d.LimitingResult(); lim.RetryAfter > 0 {
+					if lim := d.Results[d.Limiting]; lim.RetryAfter > 0 {
 						lastRetry = lim.RetryAfter
 					}
 				}
@@ -255,7 +255,7 @@ func TestDeniedCacheExact(t *testing.T) {
 
 func mustKey(t *testing.T, l *Limiter, rule, id string) string {
 	t.Helper()
-	k, err := l.StorageKey(rule, id)
+	k, err := l.storageKey(rule, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -775,3 +775,24 @@ func TestCheckInto(t *testing.T) {
 		t.Errorf("CheckInto with room allocates %v, not one fewer than Check", got)
 	}
 }
+
+// TestStorageKey: a Limiter's keys are prefix + rule + ":{" + identity +
+// "}", an identity that could steer the Cluster slot hashed.
+func TestStorageKey(t *testing.T) {
+	store, err := memorystore.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	limiter, err := core.NewLimiter(store, core.WithPrefix("rl:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer limiter.Close()
+	if k, _ := limiter.StorageKey("api", "ip:203.0.113.7"); k != "rl:api:{ip:203.0.113.7}" {
+		t.Errorf("key %q", k)
+	}
+	// an identity that tries to steer the Cluster slot is hashed
+	if k, _ := limiter.StorageKey("api", "user:{victim}"); !strings.HasPrefix(k, "rl:api:{#ac45644e77e") {
+		t.Errorf("key %q", k)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
+	"github.com/ratekit/ratekit/internal/observe"
 	"github.com/ratekit/ratekit/internal/testkit"
 )
 
@@ -54,7 +54,7 @@ func (r *recorder) verdicts() map[string]int {
 	defer r.mu.Unlock()
 	m := map[string]int{}
 	for _, e := range r.events {
-		m[e.Rule+"/"+string(e.Verdict())]++
+		m[e.Rule+"/"+string(observe.Verdict(e))]++
 	}
 	return m
 }
@@ -175,11 +175,11 @@ func TestObserverEvents(t *testing.T) {
 			t.Errorf("event %d: %+v", i, e)
 		}
 	}
-	if e := events[1]; e.Remaining != 0 || e.Used() != 1 {
-		t.Errorf("second event: remaining %d, used %v; want 0 and 1", e.Remaining, e.Used())
+	if e := events[1]; e.Remaining != 0 || observe.Used(e.Result) != 1 {
+		t.Errorf("second event: remaining %d, used %v; want 0 and 1", e.Remaining, observe.Used(e.Result))
 	}
-	if e := events[0]; e.Used() != 0.5 {
-		t.Errorf("first event: used %v, want 0.5", e.Used())
+	if e := events[0]; observe.Used(e.Result) != 0.5 {
+		t.Errorf("first event: used %v, want 0.5", observe.Used(e.Result))
 	}
 	if len(calls) != 3 {
 		t.Fatalf("%d store calls observed, want 3 (the cached denial makes none)", len(calls))
@@ -216,8 +216,8 @@ func TestObserverStoreErrorsAndBreaker(t *testing.T) {
 		for _, err := range rec.calls {
 			if err != nil {
 				failed++
-				if !errors.Is(err, errDown) || core.ErrorKind(err) != core.ErrorKindOther {
-					t.Errorf("store error %v of kind %q", err, core.ErrorKind(err))
+				if !errors.Is(err, errDown) || observe.ErrorKind(err) != observe.ErrorKindOther {
+					t.Errorf("store error %v of kind %q", err, observe.ErrorKind(err))
 				}
 			}
 		}
@@ -231,40 +231,12 @@ func TestObserverStoreErrorsAndBreaker(t *testing.T) {
 			t.Errorf("breaker changes %v, want %v", rec.breakers, want)
 		}
 		for _, e := range rec.events {
-			if !e.Degraded || e.Verdict() != core.VerdictAllowed {
+			if !e.Degraded || observe.Verdict(e) != observe.VerdictAllowed {
 				t.Errorf("event %+v, want degraded and allowed", e)
 			}
 		}
 	})
 }
-
-func TestErrorKind(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want string
-	}{
-		{nil, ""},
-		{fmt.Errorf("x: %w", context.DeadlineExceeded), core.ErrorKindTimeout},
-		{context.Canceled, core.ErrorKindCanceled},
-		{fmt.Errorf("%w: short", core.ErrMalformedReply), core.ErrorKindMalformed},
-		{core.ErrClosed, core.ErrorKindClosed},
-		{redis.ErrClosed, core.ErrorKindClosed},
-		{&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, core.ErrorKindConnection},
-		{&net.DNSError{IsTimeout: true}, core.ErrorKindTimeout},
-		{fmt.Errorf("ratekit: redis: %w", redisError("NOSCRIPT No matching script")), core.ErrorKindRedis},
-		{errors.New("boom"), core.ErrorKindOther},
-	} {
-		if got := core.ErrorKind(tc.err); got != tc.want {
-			t.Errorf("ErrorKind(%v) = %q, want %q", tc.err, got, tc.want)
-		}
-	}
-}
-
-// redisError is an error Redis answered with.
-type redisError string
-
-func (e redisError) Error() string { return string(e) }
-func (redisError) RedisError()     {}
 
 func TestDebugLogRedactsIdentities(t *testing.T) {
 	var buf syncBuffer
@@ -320,18 +292,6 @@ func TestWithObserverNil(t *testing.T) {
 	}
 }
 
-func TestResultUsed(t *testing.T) {
-	lim := core.PerMinute(10)
-	for _, tc := range []struct {
-		remaining int
-		want      float64
-	}{{10, 0}, {8, 0.2}, {2, 0.8}, {0, 1}, {-1, 1}, {20, 0}} {
-		if got := (core.Result{Limit: lim, Remaining: tc.remaining}).Used(); got < tc.want-1e-9 || got > tc.want+1e-9 {
-			t.Errorf("remaining %d: Used %v, want %v", tc.remaining, got, tc.want)
-		}
-	}
-}
-
 func TestEnforcedDenialOutranksShadow(t *testing.T) {
 	l := newLimiter(t, testkit.MustMemory())
 	shadow := rule("trial", core.PerHour(1), "user:1")
@@ -351,7 +311,7 @@ func TestEnforcedDenialOutranksShadow(t *testing.T) {
 	}
 	// the shadow rule waits an hour, the enforced one a minute: Retry-After
 	// must tell the enforced rule's wait
-	lim, _ := d.LimitingResult()
+	lim := d.Results[d.Limiting]
 	h := adapter.NewHeaders(d, adapter.HeadersLegacy, 0)
 	if retry, err := strconv.Atoi(h.Get(adapter.HeaderRetryAfter)); lim.Rule != "default" || err != nil || retry < 1 || retry > 60 {
 		t.Fatalf("limiting %q, Retry-After %q", lim.Rule, h.Get(adapter.HeaderRetryAfter))

@@ -228,7 +228,10 @@ func OnError(f func(err error)) Option {
 
 // OnBreakerChange sets a function a [Limiter] calls on every change of its
 // circuit breaker's state, such as closed → open when the store starts
-// failing and half-open → closed when it is back. Calls come one at a
+// failing and half-open → closed when it is back. Over a store that states
+// shards ([Traits].Shard), such as a Redis Cluster, the state is open
+// while any shard's breaker is open, half-open while one is being probed
+// and none is open, and closed when all are closed. Calls come one at a
 // time, in the order of the changes; f must not call the Limiter's Check.
 func OnBreakerChange(f func(from, to BreakerState)) Option {
 	return func(l *Limiter) error {

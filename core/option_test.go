@@ -108,31 +108,38 @@ func TestOptionsValidated(t *testing.T) {
 	}
 }
 
-// TestCheckUnvalidatedRules: a rule that ValidateRules would refuse makes
-// Check return an error, never panic.
+// TestCheckUnvalidatedRules: a rule that NewRuleSet refuses makes Check
+// return an error, never panic, and both name what is wrong with it.
 func TestCheckUnvalidatedRules(t *testing.T) {
 	l := newLimiter(t, testkit.MustMemory())
 	id := func(core.Request) (string, error) { return "user:1", nil }
-	for name, r := range map[string]core.Rule{
-		"no key function": {Name: "r", Limit: core.PerMinute(10)},
-		"zero limit":      {Name: "r", Key: id},
-		"empty name":      {Limit: core.PerMinute(10), Key: id},
-		"brace in name":   {Name: "a{b", Limit: core.PerMinute(10), Key: id},
+	for _, tc := range []struct {
+		name string
+		rule core.Rule
+		want error // the sentinel the error wraps
+		not  error // one it must not wrap
+		text string
+	}{
+		{"no key function", core.Rule{Name: "r", Limit: core.PerMinute(10)}, core.ErrInvalidRule, core.ErrInvalidName, `rule "r" has no key function`},
+		{"zero limit", core.Rule{Name: "r", Key: id}, core.ErrInvalidLimit, core.ErrInvalidRule, `rule "r"`},
+		{"empty name", core.Rule{Limit: core.PerMinute(10), Key: id}, core.ErrInvalidName, core.ErrInvalidRule, "rule name"},
+		{"brace in name", core.Rule{Name: "a{b", Limit: core.PerMinute(10), Key: id}, core.ErrInvalidName, core.ErrInvalidRule, "rule name"},
 	} {
-		if err := core.ValidateRules([]core.Rule{r}); err == nil {
-			t.Fatalf("%s: ValidateRules accepts it", name)
+		_, err := core.NewRuleSet([]core.Rule{tc.rule})
+		if !errors.Is(err, tc.want) || errors.Is(err, tc.not) || err == nil || !strings.Contains(err.Error(), tc.text) {
+			t.Errorf("%s: NewRuleSet: %v, want an error wrapping %v (not %v) that says %q", tc.name, err, tc.want, tc.not, tc.text)
 		}
 		ctx := context.Background()
-		d, err := l.Check(ctx, staticRequest{ctx}, []core.Rule{r})
-		if err == nil || d.Allowed {
-			t.Errorf("%s: %+v, %v; want an error", name, d, err)
+		d, err := l.Check(ctx, staticRequest{ctx}, []core.Rule{tc.rule})
+		if err == nil || d.Allowed || !errors.Is(err, tc.want) {
+			t.Errorf("%s: %+v, %v; want an error wrapping %v", tc.name, d, err, tc.want)
 		}
 	}
-	if err := core.ValidateRules(nil); err == nil {
-		t.Error("ValidateRules accepts no rules")
+	if _, err := core.NewRuleSet(nil); !errors.Is(err, core.ErrInvalidRule) {
+		t.Errorf("no rules: %v", err)
 	}
 	r := core.Rule{Name: "r", Limit: core.PerMinute(1), Key: id}
-	if err := core.ValidateRules([]core.Rule{r, r}); err == nil || !errors.Is(err, core.ErrInvalidName) {
+	if _, err := core.NewRuleSet([]core.Rule{r, r}); !errors.Is(err, core.ErrInvalidRule) {
 		t.Errorf("two rules of one name: %v", err)
 	}
 }

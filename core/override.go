@@ -12,7 +12,7 @@ import (
 // its override when r takes overrides, else "".
 func (l *Limiter) keysOf(r *Rule, identity string) (key, override string, err error) {
 	if !r.Overrides {
-		key, err = l.StorageKey(r.Name, identity)
+		key, err = l.storageKey(r.Name, identity)
 		return key, "", err
 	}
 	if err := storekey.ValidateName("rule name", r.Name, false); err != nil {

@@ -35,7 +35,7 @@ func (l *Limiter) Peek(ctx context.Context, rule Rule, identity string) (Result,
 	if err := validateRule(&rule); err != nil {
 		return Result{}, err
 	}
-	k, err := l.StorageKey(rule.Name, identity)
+	k, err := l.storageKey(rule.Name, identity)
 	if err != nil {
 		return Result{}, err
 	}
@@ -121,7 +121,7 @@ func (l *Limiter) refund(ctx context.Context, r *RuleResult) error {
 // error wrapping [ErrNotSupported] when the store is no [QuotaStore]; the
 // local state is cleared whatever the store answers.
 func (l *Limiter) Reset(ctx context.Context, rule, identity string) error {
-	k, err := l.StorageKey(rule, identity)
+	k, err := l.storageKey(rule, identity)
 	if err != nil {
 		return err
 	}

@@ -132,8 +132,8 @@ func TestQuotaCallsNeedAQuotaStore(t *testing.T) {
 	if err := l.Reset(context.Background(), "api", "ip:192.0.2.1"); !errors.Is(err, core.ErrNotSupported) {
 		t.Errorf("Reset: %v, want ErrNotSupported", err)
 	}
-	if _, err := l.Peek(context.Background(), core.Rule{Name: "api", Limit: core.PerMinute(5)}, "x"); !errors.Is(err, core.ErrInvalidName) {
-		t.Errorf("Peek of a rule without a key function: %v, want ErrInvalidName", err)
+	if _, err := l.Peek(context.Background(), core.Rule{Name: "api", Limit: core.PerMinute(5)}, "x"); !errors.Is(err, core.ErrInvalidRule) {
+		t.Errorf("Peek of a rule without a key function: %v, want ErrInvalidRule", err)
 	}
 }
 

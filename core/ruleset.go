@@ -16,8 +16,10 @@ type RuleSet struct {
 	rules atomic.Pointer[[]Rule]
 }
 
-// NewRuleSet returns a RuleSet holding a copy of rules, or the error of
-// [ValidateRules].
+// NewRuleSet returns a RuleSet holding a copy of rules, once it has checked
+// them: at least one rule, no two of one name, each with a valid name
+// (else an error wrapping [ErrInvalidName]), a key function (else
+// [ErrInvalidRule]) and a valid [Limit] (else [ErrInvalidLimit]).
 func NewRuleSet(rules []Rule) (*RuleSet, error) {
 	s := new(RuleSet)
 	if err := s.Replace(rules); err != nil {
@@ -29,12 +31,12 @@ func NewRuleSet(rules []Rule) (*RuleSet, error) {
 // Rules returns the current rules. The slice is shared: never modify it.
 func (s *RuleSet) Rules() []Rule { return *s.rules.Load() }
 
-// Replace validates rules with [ValidateRules] and, if they are valid,
+// Replace validates rules as [NewRuleSet] does and, if they are valid,
 // swaps them in at once for every request that starts after it returns;
 // requests already being checked finish under the rules they started with.
 // On an error the current rules stay.
 func (s *RuleSet) Replace(rules []Rule) error {
-	if err := ValidateRules(rules); err != nil {
+	if err := validateRules(rules); err != nil {
 		return err
 	}
 	c := slices.Clone(rules)

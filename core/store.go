@@ -30,8 +30,9 @@ type Store interface {
 	// room). A cost above a limit's capacity is denied without spending
 	// anything, with RetryAfter -1 ([Result.Never]).
 	//
-	// In a Redis Cluster all keys must share one hash slot, as the keys
-	// [Limiter.StorageKey] builds for one identity do.
+	// In a Redis Cluster all keys must share one hash slot, as the keys a
+	// [Limiter] builds for one identity do: prefix + rule + ":{" +
+	// identity + "}".
 	AllowAllN(ctx context.Context, checks []Check, n int) ([]Result, error)
 }
 

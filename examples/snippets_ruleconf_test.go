@@ -83,7 +83,7 @@ func Example_planLimits() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	limitOf, err := core.PlanLimits(plan, map[string]core.Limit{
+	limitOf, err := keyfuncs.PlanLimits(plan, map[string]core.Limit{
 		"pro":  core.PerMinute(1000),
 		"team": core.PerMinute(5000).WithBurst(500),
 	})
@@ -97,6 +97,7 @@ func Example_planLimits() {
 		Key:     keyfuncs.First(user, clientIP),
 	}}
 	// snippet:end
-	fmt.Println(core.ValidateRules(rules))
+	_, err = core.NewRuleSet(rules)
+	fmt.Println(err)
 	// Output: <nil>
 }

@@ -386,10 +386,8 @@ func Example_storeDirect() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	key, err := limiter.StorageKey("api", "ip:203.0.113.7") // "ratekit:api:{ip:203.0.113.7}"
-	if err != nil {
-		log.Fatal(err)
-	}
+	// a Limiter's key schema: prefix + rule + ":{" + identity + "}"
+	key := "ratekit:api:{ip:203.0.113.7}"
 	res, err := store.AllowAllN(ctx, []core.Check{{Key: key, Limit: core.PerMinute(100)}}, 1)
 	// err: Redis could not decide. !res[0].Allowed: limited, a result, never an error;
 	// retry after res[0].RetryAfter.

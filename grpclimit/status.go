@@ -27,7 +27,10 @@ var (
 // a QuotaFailure with a violation for each rule that denied the call (not
 // those that had room, which a denial leaves unspent).
 func deniedError(d core.Decision) error {
-	lim, _ := d.LimitingResult()
+	var lim core.RuleResult
+	if d.Limiting >= 0 {
+		lim = d.Results[d.Limiting]
+	}
 	var msg string
 	if lim.Never() {
 		msg = "the call costs more than rate limit " + strconv.Quote(lim.Rule) + " allows at once: it will never be allowed"

@@ -14,17 +14,17 @@ import (
 // verifies it (keyFunc, [Algorithms], [Leeway], [Issuer], [Audience],
 // [ExpirationOptional] mean the same). Its use is a per-request choice
 // that the token's issuer makes, such as the caller's plan for
-// [core.PlanLimits]:
+// [PlanLimits]:
 //
 //	plan, err := keyfuncs.JWTClaimHMAC(secret, "plan")
-//	limitOf, err := core.PlanLimits(plan, map[string]core.Limit{"pro": core.PerMinute(100)})
+//	limitOf, err := keyfuncs.PlanLimits(plan, map[string]core.Limit{"pro": core.PerMinute(100)})
 //
 // The function returns the claim's value when it is a non-empty string,
 // and "" otherwise: no token, a token that fails verification (forged,
 // unsigned, expired, longer than [MaxTokenLen]), a token without the
 // claim, or a claim of another type (a number, a list, an object). A
 // client therefore cannot pick its own plan: an unverified token reads as
-// a token without one, which [core.PlanLimits] answers with the rule's
+// a token without one, which [PlanLimits] answers with the rule's
 // default limit.
 //
 // Each call verifies the token, as the key function of [JWT] does: a rule

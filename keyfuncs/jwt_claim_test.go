@@ -109,10 +109,10 @@ func TestJWTClaimPlanLimits(t *testing.T) {
 	defer lim.Close()
 	plan := must(keyfuncs.JWTClaimHMAC(hmacSecret, "plan"))
 	pro := core.PerMinute(5)
-	limitOf := must(core.PlanLimits(plan, map[string]core.Limit{"pro": pro}))
+	limitOf := must(keyfuncs.PlanLimits(plan, map[string]core.Limit{"pro": pro}))
 	ip := must(keyfuncs.IP())
 	rules := []core.Rule{{Name: "default", Limit: core.PerMinute(2), LimitOf: limitOf, Key: ip}}
-	if err := core.ValidateRules(rules); err != nil {
+	if _, err := core.NewRuleSet(rules); err != nil {
 		t.Fatal(err)
 	}
 

@@ -28,7 +28,7 @@ func ExampleJWTClaimHMAC() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	limitOf, err := core.PlanLimits(plan, map[string]core.Limit{"pro": core.PerMinute(100)})
+	limitOf, err := keyfuncs.PlanLimits(plan, map[string]core.Limit{"pro": core.PerMinute(100)})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func decide(b *testing.B, o *otellimit.Observer, events []core.DecisionEvent) {
 
 // BenchmarkStoreCalled measures recording a store call, on the
 // OpenTelemetry SDK: one that succeeded, and one that failed to connect,
-// whose error core.ErrorKind sorts.
+// whose error observe.ErrorKind sorts.
 func BenchmarkStoreCalled(b *testing.B) {
 	b.Run("ok", func(b *testing.B) { storeCalls(b, nil) })
 	b.Run("error", func(b *testing.B) {

@@ -56,7 +56,7 @@
 // and a call abandoned at its deadline records the deadline. Its buckets
 // are [DefaultStoreBuckets] unless [WithStoreBuckets] says otherwise.
 // ratekit.store.errors counts the failed calls by kind, one of the values
-// of [core.ErrorKind]: "timeout", "canceled", "connection", "redis",
+// of [observe.ErrorKind]: "timeout", "canceled", "connection", "redis",
 // "malformed", "closed" or "other". A decision made with no store call (a
 // cache hit, an open breaker) records in neither.
 //
@@ -113,6 +113,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/observe"
 )
 
 // ScopeName is the name of the meter that holds the instruments: the
@@ -162,13 +163,13 @@ const (
 var reservedKeys = []attribute.Key{keyRule, keyOutcome, keyDegraded, keyResult, keyKind, keyState}
 
 // outcomes are the values of the outcome attribute.
-var outcomes = [...]string{core.VerdictAllowed, core.VerdictDenied, core.VerdictShadowDenied}
+var outcomes = [...]string{observe.VerdictAllowed, observe.VerdictDenied, observe.VerdictShadowDenied}
 
 // errorKinds are the values of the kind attribute; ErrorKindOther is last,
-// and stands for any kind [core.ErrorKind] may name in the future.
+// and stands for any kind [observe.ErrorKind] may name in the future.
 var errorKinds = [...]string{
-	core.ErrorKindTimeout, core.ErrorKindCanceled, core.ErrorKindConnection, core.ErrorKindRedis,
-	core.ErrorKindMalformed, core.ErrorKindClosed, core.ErrorKindOther,
+	observe.ErrorKindTimeout, observe.ErrorKindCanceled, observe.ErrorKindConnection, observe.ErrorKindRedis,
+	observe.ErrorKindMalformed, observe.ErrorKindClosed, observe.ErrorKindOther,
 }
 
 // breakerStates are the states ratekit.breaker.state reports.
@@ -308,10 +309,10 @@ func (o *Observer) Decided(ctx context.Context, e core.DecisionEvent) {
 	if e.Degraded {
 		degraded = 1
 	}
-	o.decisions.Add(ctx, 1, r.decided[outcomeIndex(e.Verdict())][degraded]...)
+	o.decisions.Add(ctx, 1, r.decided[outcomeIndex(observe.Verdict(e))][degraded]...)
 	used := 1.0 // nothing is left to a client that was not allowed
 	if e.Allowed {
-		used = e.Used()
+		used = observe.Used(e.Result)
 		if used >= o.nearLimit {
 			o.nearLimits.Add(ctx, 1, r.count...)
 		}
@@ -339,7 +340,7 @@ func (o *Observer) StoreCalled(d time.Duration, err error) {
 		return
 	}
 	o.storeTime.Record(ctx, d.Seconds(), o.callFailed...)
-	kind := slices.Index(errorKinds[:], core.ErrorKind(err))
+	kind := slices.Index(errorKinds[:], observe.ErrorKind(err))
 	if kind < 0 {
 		kind = len(errorKinds) - 1 // other
 	}

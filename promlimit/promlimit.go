@@ -49,7 +49,7 @@
 // ratekit_store_duration_seconds times every store call, the circuit
 // breaker's probes included, with result "ok" or "error"; a call cut off at
 // its deadline counts the deadline. ratekit_store_errors_total counts the
-// failed calls by kind ([core.ErrorKind]): "timeout", "canceled",
+// failed calls by kind ([observe.ErrorKind]): "timeout", "canceled",
 // "connection", "redis", "malformed", "closed" or "other". Decisions made
 // without a store call (a cache hit, an open breaker) add nothing to either.
 //
@@ -82,6 +82,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/observe"
 )
 
 // OtherRule is the rule label of the decisions of rules beyond the
@@ -111,15 +112,15 @@ var DefaultStoreBuckets = []float64{
 var DefaultUsedBuckets = []float64{.25, .5, .75, .8, .9, .95, 1}
 
 // Outcomes, as the outcome label of ratekit_decisions_total names them.
-var outcomes = [...]string{core.VerdictAllowed, core.VerdictDenied, core.VerdictShadowDenied}
+var outcomes = [...]string{observe.VerdictAllowed, observe.VerdictDenied, observe.VerdictShadowDenied}
 
 // breakerStates are the states of ratekit_breaker_state, in label order.
 var breakerStates = [...]core.BreakerState{core.BreakerClosed, core.BreakerOpen, core.BreakerHalfOpen}
 
 // errorKinds are the values of ratekit_store_errors_total's kind label.
 var errorKinds = [...]string{
-	core.ErrorKindTimeout, core.ErrorKindCanceled, core.ErrorKindConnection, core.ErrorKindRedis,
-	core.ErrorKindMalformed, core.ErrorKindClosed, core.ErrorKindOther,
+	observe.ErrorKindTimeout, observe.ErrorKindCanceled, observe.ErrorKindConnection, observe.ErrorKindRedis,
+	observe.ErrorKindMalformed, observe.ErrorKindClosed, observe.ErrorKindOther,
 }
 
 // Collector turns what a [core.Limiter] reports into Prometheus metrics
@@ -375,10 +376,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 func (c *Collector) Decided(_ context.Context, e core.DecisionEvent) {
 	s := c.series(e.Rule)
 	o := 0
-	switch e.Verdict() {
-	case core.VerdictDenied:
+	switch observe.Verdict(e) {
+	case observe.VerdictDenied:
 		o = 1
-	case core.VerdictShadowDenied:
+	case observe.VerdictShadowDenied:
 		o = 2
 	}
 	d := 0
@@ -386,7 +387,7 @@ func (c *Collector) Decided(_ context.Context, e core.DecisionEvent) {
 		d = 1
 	}
 	s.decisions[o][d].Inc()
-	used := e.Used()
+	used := observe.Used(e.Result)
 	if !e.Allowed {
 		used = 1 // a denial has no room left, whatever Remaining says
 	}
@@ -406,9 +407,9 @@ func (c *Collector) StoreCalled(d time.Duration, err error) {
 		return
 	}
 	c.storeFailed.Observe(d.Seconds())
-	e, ok := c.errs[core.ErrorKind(err)]
+	e, ok := c.errs[observe.ErrorKind(err)]
 	if !ok {
-		e = c.errs[core.ErrorKindOther]
+		e = c.errs[observe.ErrorKindOther]
 	}
 	e.Inc()
 }

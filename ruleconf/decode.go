@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/keyfuncs"
 )
 
 // document returns the rules of the document node root.
@@ -46,7 +47,7 @@ func (d *decoder) document(root *yaml.Node) ([]core.Rule, error) {
 		}
 		out = append(out, r)
 	}
-	if err := core.ValidateRules(out); err != nil {
+	if _, err := core.NewRuleSet(out); err != nil {
 		return nil, d.wrap(rules, "", "rules", err)
 	}
 	return out, nil
@@ -157,7 +158,7 @@ func (d *decoder) rule(nr namedRule) (core.Rule, error) {
 		return core.Rule{}, err
 	}
 	if plans != nil {
-		if r.LimitOf, err = core.PlanLimits(d.reg.Plan, plans); err != nil {
+		if r.LimitOf, err = keyfuncs.PlanLimits(d.reg.Plan, plans); err != nil {
 			return core.Rule{}, d.wrap(s.values["plans"], nr.name, "plans", err)
 		}
 	}
@@ -169,7 +170,7 @@ func (d *decoder) rule(nr namedRule) (core.Rule, error) {
 			return core.Rule{}, err
 		}
 	}
-	if err := core.ValidateRules([]core.Rule{r}); err != nil {
+	if _, err := core.NewRuleSet([]core.Rule{r}); err != nil {
 		return core.Rule{}, d.wrap(nr.at, nr.name, "", err) // the name
 	}
 	return r, nil

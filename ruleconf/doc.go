@@ -46,7 +46,7 @@
 //     default false.
 //
 // Every limit is checked with [core.Limit.Validate], rule names as
-// [core.ValidateRules] checks them, and no two rules may share a name.
+// [core.NewRuleSet] checks them, and no two rules may share a name.
 //
 // # Order
 //

@@ -9,7 +9,7 @@ import (
 )
 
 // FuzzParse checks that Parse never panics, that every error it returns is
-// an *Error, and that the rules it returns pass core.ValidateRules, with
+// an *Error, and that the rules it returns pass core.NewRuleSet, with
 // limits, per-plan limits and costs a Limiter accepts.
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
@@ -36,7 +36,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if err := core.ValidateRules(rules); err != nil {
+		if _, err := core.NewRuleSet(rules); err != nil {
 			t.Fatalf("Parse returned rules that fail ValidateRules: %v", err)
 		}
 		for _, r := range rules {

@@ -157,7 +157,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown field", "rules: {a: {limit: 1}}\nrule: {}\n", registry(), 2, "", "", nil, `unknown field "rule"`},
 		{"no rules", "x-a: 1\n", registry(), 1, "", "", nil, "no rules field"},
 		{"rules a number", "rules: 3\n", registry(), 1, "", "rules", nil, "got integer 3"},
-		{"no rule", "rules: {}\n", registry(), 1, "", "rules", core.ErrInvalidName, "no rules"},
+		{"no rule", "rules: {}\n", registry(), 1, "", "rules", core.ErrInvalidRule, "no rules"},
 		{"rule a number", "rules:\n  a: 3\n", registry(), 2, "a", "", nil, "want a mapping, got integer 3"},
 		{"rule null", "rules:\n  a:\n", registry(), 2, "a", "", nil, "want a mapping, got null"},
 		{"unknown rule field", "rules:\n  a: {limit: 1, limt: 2}\n", registry(), 2, "a", "", nil, `unknown field "limt" (want limit, period,`},

@@ -35,7 +35,7 @@ type Registry struct {
 	// Plan returns the plan of a request, such as the "plan" claim of a
 	// verified token (keyfuncs.JWTClaimHMAC), or "" when it has none; the
 	// plans tables of a document pick their limits by it
-	// ([core.PlanLimits]). Nil: a document with a plans table is refused.
+	// ([keyfuncs.PlanLimits]). Nil: a document with a plans table is refused.
 	Plan func(core.Request) string
 }
 
@@ -112,7 +112,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // Parse returns the rules of a YAML or JSON document (see the package
 // documentation for its format), in the document's order, each with its
 // key function and plan limits taken from reg. The rules pass
-// [core.ValidateRules].
+// [core.NewRuleSet].
 //
 // A document that is not valid YAML, has a field of the wrong type or an
 // unknown field, names a key function reg does not have, or defines an

@@ -362,10 +362,10 @@ func (h *Headers) merge(get func(name string) string) Headers {
 // inline (about four rules).
 func NewHeaders(d core.Decision, style HeaderStyle, draft IETFDraft) Headers {
 	var h Headers
-	lim, ok := d.LimitingResult()
-	if !ok {
+	if d.Limiting < 0 || d.Limiting >= len(d.Results) {
 		return h
 	}
+	lim := d.Results[d.Limiting]
 	var arr [headerTextSize]byte
 	buf := arr[:0]
 	if style.legacy() {

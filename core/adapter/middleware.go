@@ -89,7 +89,7 @@ type Middleware struct {
 }
 
 // New returns a Middleware that checks requests against rules with
-// l. It validates the rules ([core.ValidateRules]) and cfg, and copies rules, so
+// l. It validates the rules ([core.NewRuleSet]) and cfg, and copies rules, so
 // later changes to the slice have no effect. With IETF fields on, rule names
 // must be printable ASCII, as structured-field strings are. With
 // [Config.Rules] set, rules must be empty: the set holds them.
@@ -133,7 +133,7 @@ func (cfg *Config) validate(rules []core.Rule) error {
 		if len(rules) > 0 {
 			return errors.New("ratekit: rules given both to New and in a RuleSet")
 		}
-	} else if err := core.ValidateRules(rules); err != nil {
+	} else if _, err := core.NewRuleSet(rules); err != nil {
 		return err
 	}
 	for name, count := range cfg.CountOnly {
@@ -257,7 +257,7 @@ func (m *Middleware) Handle(req core.Request) Outcome {
 		return Outcome{Decision: d, Headers: m.headers(d, sc)}
 	case err == nil:
 		o := Outcome{Status: http.StatusTooManyRequests, Decision: d, Headers: m.headers(d, sc), Body: m.limited}
-		if lim, _ := d.LimitingResult(); lim.Never() {
+		if d.Limiting >= 0 && d.Results[d.Limiting].Never() {
 			o.Body = m.never
 		}
 		return o

@@ -141,7 +141,7 @@ func (d *demo) run() error {
 	defer mr.Close()
 	d.printf("  Redis     embedded miniredis on %s\n", mr.Addr())
 
-	shared, err := d.startFleet(func() (*core.Limiter, func(), error) {
+	shared, err := d.startFleet(func(opts ...core.Option) (*core.Limiter, func(), error) {
 		rdb := redis.NewClient(&redis.Options{
 			Addr:                  mr.Addr(),
 			ContextTimeoutEnabled: true, // the Limiter's deadline holds
@@ -153,13 +153,13 @@ func (d *demo) run() error {
 			rdb.Close()
 			return nil, nil, err
 		}
-		l, err := core.NewLimiter(store,
+		l, err := core.NewLimiter(store, append(opts,
 			core.WithReplicas(len(frameworks)), // during an outage, each counts a quarter
 			// The demo's Redis shares this process's CPU with the clients
 			// and three other replicas; a service keeps the 50 ms default.
 			core.WithTimeout(app.StoreTimeout),
 			core.OnError(func(error) { d.errors.Add(1) }),
-		)
+		)...)
 		if err != nil {
 			rdb.Close()
 			return nil, nil, err
@@ -193,12 +193,12 @@ func (d *demo) run() error {
 
 	// 2. Per-replica memory: N times the limit.
 	d.phase(2, "The same traffic, each replica counting in its own memory")
-	local, err := d.startFleet(func() (*core.Limiter, func(), error) {
+	local, err := d.startFleet(func(opts ...core.Option) (*core.Limiter, func(), error) {
 		store, err := memorystore.New()
 		if err != nil {
 			return nil, nil, err
 		}
-		l, err := core.NewLimiter(store)
+		l, err := core.NewLimiter(store, opts...)
 		if err != nil {
 			store.Close()
 			return nil, nil, err
@@ -232,7 +232,7 @@ func (d *demo) run() error {
 	d.table(shared.replicas, st)
 	open := 0
 	for _, r := range shared.replicas {
-		if r.limiter.BreakerState() != core.BreakerClosed {
+		if core.BreakerState(r.breaker.Load()) != core.BreakerClosed {
 			open++
 		}
 	}
@@ -279,10 +279,11 @@ type fleet struct {
 
 // startFleet starts one replica per framework, each over a Limiter of its
 // own from newLimiter.
-func (d *demo) startFleet(newLimiter func() (*core.Limiter, func(), error)) (*fleet, error) {
+func (d *demo) startFleet(newLimiter func(opts ...core.Option) (*core.Limiter, func(), error)) (*fleet, error) {
 	f := &fleet{client: d.client}
 	for _, fw := range frameworks {
-		l, closer, err := newLimiter()
+		brk := new(atomic.Int32) // the replica's breaker state, as its Limiter reports it
+		l, closer, err := newLimiter(core.OnBreakerChange(func(_, to core.BreakerState) { brk.Store(int32(to)) }))
 		if err != nil {
 			f.stop()
 			return nil, err
@@ -294,6 +295,7 @@ func (d *demo) startFleet(newLimiter func() (*core.Limiter, func(), error)) (*fl
 			f.stop()
 			return nil, err
 		}
+		r.breaker = brk
 		f.replicas = append(f.replicas, r)
 	}
 	return f, nil
@@ -505,7 +507,7 @@ func (d *demo) waitClosed(replicas []*replica, timeout time.Duration) error {
 	for {
 		closed := 0
 		for _, r := range replicas {
-			if r.limiter.BreakerState() == core.BreakerClosed {
+			if core.BreakerState(r.breaker.Load()) == core.BreakerClosed {
 				closed++
 			}
 		}

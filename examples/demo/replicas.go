@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -83,6 +84,7 @@ type replica struct {
 	name    string
 	url     string
 	limiter *core.Limiter
+	breaker *atomic.Int32 // its circuit breaker's state
 	srv     app.Server
 	served  chan error
 }

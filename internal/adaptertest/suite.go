@@ -224,7 +224,7 @@ func testCustomHandlers(t *testing.T, h Harness) {
 	s := Setup{
 		Config: adapter.Config{NoIdentity: adapter.NoIdentity401},
 		Denied: func(d core.Decision, retryAfter string) Answer {
-			res, _ := d.LimitingResult()
+			res := d.Results[d.Limiting]
 			return Answer{http.StatusTeapot, "slow down: " + res.Rule + ", retry after " + retryAfter}
 		},
 		Error: func(status int, err error, _ string) Answer {

@@ -108,7 +108,7 @@ func limiterContender() contender {
 				return nil, err
 			}
 			rules := []core.Rule{{Name: ruleName, Limit: core.PerMinute(limit), Key: identityKey}}
-			if err := core.ValidateRules(rules); err != nil {
+			if _, err := core.NewRuleSet(rules); err != nil {
 				return nil, err
 			}
 			return func() decideFunc {

@@ -112,7 +112,7 @@ func (c Config) Rules() (Rules, error) {
 	}
 	login := core.Limit{Rate: c.LoginLimit, Period: c.Period, Burst: c.LoginLimit, Algorithm: c.Algorithm}
 	r.Login = []core.Rule{{Name: LoginRule, Limit: login, Key: ip}}
-	if err := core.ValidateRules(r.Login); err != nil {
+	if _, err := core.NewRuleSet(r.Login); err != nil {
 		return Rules{}, err
 	}
 	return r, nil
@@ -131,7 +131,7 @@ func (c Config) RateRules() (def, strict []core.Rule, err error) {
 	dl, sl := c.Limits()
 	def = []core.Rule{{Name: DefaultRule, Limit: dl, Key: key}}
 	strict = []core.Rule{{Name: StrictRule, Limit: sl, Key: key}}
-	if err := core.ValidateRules(append(slices.Clone(def), strict...)); err != nil {
+	if _, err := core.NewRuleSet(append(slices.Clone(def), strict...)); err != nil {
 		return nil, nil, err
 	}
 	return def, strict, nil
