@@ -7,5 +7,6 @@
 //
 // With no Redis address the apps start an embedded Redis (miniredis), so
 // they run with no setup. The package itself holds no code: its tests hold
-// the README's snippets, compiled and checked against the README.
+// the code of README.md and of the guides under docs/, compiled and checked
+// against each page, and check the pages' links.
 package examples

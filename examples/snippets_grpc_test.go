@@ -1,8 +1,8 @@
 package examples_test
 
-// The README's gRPC snippets, checked like those of snippets_test.go
-// (TestREADMESnippets reads every snippets*_test.go file). The functions
-// that serve until killed are compiled, not run.
+// Snippets of README.md (the gRPC quick start) and docs/grpc.md, checked
+// like those of snippets_test.go. The functions that serve until killed are
+// compiled, not run.
 
 import (
 	"context"

@@ -1,5 +1,7 @@
 package examples_test
 
+// Snippets of docs/metrics.md, checked like those of snippets_test.go.
+
 import (
 	"log"
 

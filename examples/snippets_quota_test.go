@@ -1,5 +1,8 @@
 package examples_test
 
+// Snippets of docs/quotas.md and docs/adapters.md, checked like those of
+// snippets_test.go.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,8 @@
 package examples_test
 
+// Snippets of docs/rules-files.md and docs/quotas.md, checked like those of
+// snippets_test.go.
+
 import (
 	"fmt"
 	"log"

@@ -1,8 +1,10 @@
 package examples_test
 
-// The README's snippets. Each block between "// snippet:<name>" and
-// "// snippet:end" appears verbatim in README.md (TestREADMESnippets); the
-// functions that serve until killed are compiled, not run.
+// Snippets of README.md, docs/keys-and-proxies.md, docs/cluster.md,
+// docs/failure.md, docs/metrics.md and docs/extending.md. Each block between
+// "// snippet:<name>" and "// snippet:end" appears verbatim on one page
+// (readme_test.go checks it); the functions that serve until killed are
+// compiled, not run.
 
 import (
 	"context"
@@ -51,7 +53,7 @@ func Example_netHTTP() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	clientIP, err := keyfuncs.IP() // the socket peer: see "Key functions" behind a proxy
+	clientIP, err := keyfuncs.IP() // the socket peer; behind a proxy, see docs/keys-and-proxies.md
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -259,7 +261,10 @@ func Example_trustedProxies() {
 func Example_clusterAndSentinel() {
 	// snippet:cluster
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{
-		Addrs: []string{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"},
+		Addrs:                 []string{"10.0.0.1:7000", "10.0.0.2:7000", "10.0.0.3:7000"},
+		ContextTimeoutEnabled: true, // the Limiter's deadline frees the connection
+		MaxRetries:            -1,   // no retry within the deadline: the breaker decides when to try again
+		DialerRetries:         1,    // a dead node fails a call at once, not after five dials
 	})
 	onCluster, err := redisstore.New(cluster)
 	if err != nil {
@@ -269,8 +274,11 @@ func Example_clusterAndSentinel() {
 
 	// snippet:sentinel
 	failover := redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:    "mymaster",
-		SentinelAddrs: []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"},
+		MasterName:            "mymaster",
+		SentinelAddrs:         []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"},
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		DialerRetries:         1,
 	})
 	onSentinel, err := redisstore.New(failover)
 	if err != nil {
@@ -371,15 +379,6 @@ func Example_shadow() {
 // A store used directly, without rules or middleware.
 func Example_storeDirect() {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	mem, err := memorystore.New()
-	if err != nil {
-		log.Fatal(err)
-	}
-	limiter, err := core.NewLimiter(mem)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer limiter.Close()
 	ctx := context.Background()
 	// snippet:direct
 	store, err := redisstore.New(rdb)

@@ -1,8 +1,8 @@
 package examples_test
 
-// The README's snippets for Fiber v3 and Echo v5, checked against README.md
-// like those of snippets_test.go; the functions serve until killed, so they
-// are compiled, not run.
+// Snippets of README.md for Fiber v3 and Echo v5, checked like those of
+// snippets_test.go; the functions serve until killed, so they are compiled,
+// not run.
 
 import (
 	"log"
