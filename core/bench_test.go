@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkStore measures one decision per call for every algorithm, on
-// MemoryStore and on a real redis-server, at 1 to 256 goroutines, on one hot
+// memorystore.Store and on a real redis-server, at 1 to 256 goroutines, on one hot
 // key and on 100k keys. Bare/* is the baseline: a one-line INCR+PEXPIRE
 // script and a PING through the same go-redis client.
 //
@@ -88,7 +88,7 @@ func BenchmarkStore(b *testing.B) {
 }
 
 // statedStore is a Store that states the traits it is given, whatever the
-// store it wraps: a MemoryStore under it measures the Limiter's own cost on
+// store it wraps: a memorystore.Store under it measures the Limiter's own cost on
 // the path a remote store takes.
 type statedStore struct {
 	core.Store
@@ -99,8 +99,8 @@ func (s statedStore) Traits() core.Traits { return s.traits }
 
 // BenchmarkLimiter measures Limiter.Check with one rule beside the bare
 // store call it makes (store/…, over the same store and keys), so that the
-// difference in allocs/op and B/op is the Limiter's own: over a MemoryStore
-// (in process), over a MemoryStore stating itself remote (with and without
+// difference in allocs/op and B/op is the Limiter's own: over a memorystore.Store
+// (in process), over a memorystore.Store stating itself remote (with and without
 // KeepsDeadlines), and over a real redis-server with go-redis's default
 // options (as the README's quick start builds the client) and with
 // ContextTimeoutEnabled.
@@ -176,7 +176,7 @@ type benchRequest struct {
 }
 
 // BenchmarkBatchingAlone measures what batching, the default, costs a lone
-// caller: Limiter.Check with one rule at one goroutine over a RedisStore
+// caller: Limiter.Check with one rule at one goroutine over a redisstore.Store
 // with batching and one without, on 1000 keys of a private redis-server,
 // through a client with go-redis's default options, as the README's quick
 // start builds it, and through one with ContextTimeoutEnabled. Each of 7

@@ -16,7 +16,7 @@ import (
 type FailurePolicy uint8
 
 const (
-	// FailLocal decides with an in-process [MemoryStore]: the same rules
+	// FailLocal decides with an in-process store (the engine of package memorystore): the same rules
 	// and algorithms, counted per instance. Limiting goes on through the
 	// outage, at the cost of each replica counting alone: N replicas let up
 	// to N times the limit through, unless [WithReplicas] divides it. The

@@ -25,7 +25,7 @@ const (
 	GCRA Algorithm = iota
 	// FixedWindow counts requests in consecutive windows of one period. Exact
 	// within a window, but up to twice the rate can pass across a window edge.
-	// Windows are aligned to the store's clock (Redis's, for a RedisStore):
+	// Windows are aligned to the store's clock (Redis's, for a redisstore.Store):
 	// window k spans [k×Period, (k+1)×Period) of Unix time, so a request at
 	// an instant that is a whole multiple of Period is the first of a new
 	// window. RetryAfter and ResetAfter are the time to the window's end as

@@ -38,7 +38,7 @@ func (s *countingStore) AllowAllN(ctx context.Context, checks []Check, n int) ([
 	return s.Store.AllowAllN(ctx, checks, n)
 }
 
-// testClock is a clock moved by hand, shared by a miniredis, a MemoryStore
+// testClock is a clock moved by hand, shared by a miniredis, a memorystore.Store
 // and a Limiter.
 type testClock struct {
 	mu  sync.Mutex

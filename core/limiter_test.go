@@ -23,7 +23,7 @@ var errDown = errors.New("fake store: connection refused")
 
 // Modes of a fakeStore.
 const (
-	modeOK    = iota // answer from a MemoryStore
+	modeOK    = iota // answer from a memorystore.Store
 	modeFail         // fail at once with errDown
 	modeHang         // block until released, ignoring the context, as a go-redis client without ContextTimeoutEnabled does against a stopped server
 	modeStall        // block until the context ends, as a client with ContextTimeoutEnabled does

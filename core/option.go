@@ -67,7 +67,7 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // waits for it; such calls each run on a goroutine of their own. A store
 // that gives up at the deadline itself ([Traits].KeepsDeadlines) is called
 // on the request's goroutine, which saves a goroutine and a hand-off per
-// call: a [RedisStore] over a client configured like this is one.
+// call: a redisstore.Store over a client configured like this is one.
 //
 //	redis.NewClient(&redis.Options{
 //		Addr:                  addr,

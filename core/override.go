@@ -30,7 +30,7 @@ func (l *Limiter) keysOf(r *Rule, identity string) (key, override string, err er
 // returns an error wrapping [ErrInvalidLimit]. What identity already spent
 // counts under the override, as under a changed limit.
 //
-// The override lives in the store: over a [RedisStore], every replica
+// The override lives in the store: over package redisstore's store, every replica
 // applies it from its next decision, read by the decision's own script
 // call. Denials that this Limiter, and every Limiter that watches the
 // store's resets (QuotaStore.WatchResets), remember of the key are forgotten, as

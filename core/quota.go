@@ -12,7 +12,7 @@ import (
 
 // ErrNotSupported is returned, wrapped, when a store lacks what a call
 // needs: a [Limiter.Peek], [Limiter.Refund] or [Limiter.Reset] over a
-// store that is no [QuotaStore], a [LeasingStore] over a store that is no
+// store that is no [QuotaStore], a leasestore.Store over a store that is no
 // [QuotaStore], or reset watching over a Redis client
 // without pub/sub.
 var ErrNotSupported = errors.New("ratekit: not supported by the store")

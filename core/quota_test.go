@@ -17,7 +17,7 @@ import (
 	"github.com/ratekit/ratekit/redisstore"
 )
 
-// miniLimiter returns a Limiter over a RedisStore over a fresh miniredis
+// miniLimiter returns a Limiter over a redisstore.Store over a fresh miniredis
 // whose clock is at start.
 func miniLimiter(t *testing.T, opts ...core.Option) (*core.Limiter, *miniredis.Miniredis) {
 	t.Helper()

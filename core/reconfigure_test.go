@@ -18,7 +18,7 @@ import (
 
 // TestAlgorithmChangeOnLiveKeys switches a rule's algorithm while its keys
 // live, for every ordered pair of algorithms, on a real redis-server and on
-// a MemoryStore: the key written under the old algorithm is taken for
+// a memorystore.Store: the key written under the old algorithm is taken for
 // absent, so the first decision under the new one is an allowed one from
 // the store, with no error, no degraded decision and no breaker opening.
 func TestAlgorithmChangeOnLiveKeys(t *testing.T) {

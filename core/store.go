@@ -63,13 +63,13 @@ func traitsOf(s Store) Traits {
 type Traits struct {
 	// KeepsDeadlines reports that every call returns by its context's
 	// deadline on its own, and frees what it holds: the Limiter then calls
-	// the store on the request's goroutine. A [RedisStore] over a go-redis
+	// the store on the request's goroutine. A redisstore.Store over a go-redis
 	// client with ContextTimeoutEnabled keeps deadlines.
 	KeepsDeadlines bool
 	// InProcess reports that the store decides in this process's memory:
 	// its calls neither wait on I/O nor fail for want of a backend, so the
 	// Limiter calls it directly, without deadline, breaker, failure policy
-	// or denied-key cache. A [MemoryStore] decides in process.
+	// or denied-key cache. A memorystore.Store decides in process.
 	InProcess bool
 	// Shard, when set, names the part of the store that holds key, such
 	// as the address of the Redis Cluster master serving the key's hash
@@ -78,7 +78,7 @@ type Traits struct {
 	// a failing shard's keys go to the failure policy while every other
 	// shard's keys are still decided by the store, and a failing shard is
 	// probed with a key of the hash tag that failed. Shard must be fast
-	// and never wait on I/O. A [RedisStore] over a *redis.ClusterClient
+	// and never wait on I/O. A redisstore.Store over a *redis.ClusterClient
 	// states it; nil means the store fails as one.
 	Shard func(key string) string
 }

@@ -53,7 +53,7 @@ func (s *countingStore) Traits() core.Traits {
 	return testkit.Traits(s.inner)
 }
 
-// TestDecoratedStoreKeepsDirectPath: a RedisStore over a client that keeps
+// TestDecoratedStoreKeepsDirectPath: a redisstore.Store over a client that keeps
 // deadlines is called on the request's goroutine, also inside a decorator
 // that forwards its traits; a decorator that does not forward them gets a
 // goroutine per call, as any store that promises nothing.
@@ -63,7 +63,7 @@ func TestDecoratedStoreKeepsDirectPath(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	inner := testkit.MustRedis(client)
 	if !testkit.Traits(inner).KeepsDeadlines {
-		t.Fatal("fixture: the RedisStore does not keep deadlines")
+		t.Fatal("fixture: the redisstore.Store does not keep deadlines")
 	}
 	for _, forward := range []bool{true, false} {
 		store := &countingStore{inner: inner, forward: forward, test: "TestDecoratedStoreKeepsDirectPath"}
@@ -83,7 +83,7 @@ func TestDecoratedStoreKeepsDirectPath(t *testing.T) {
 	}
 }
 
-// TestLimiterLeases: a LeasingStore under a Limiter leases a hot key's
+// TestLimiterLeases: a leasestore.Store under a Limiter leases a hot key's
 // units, so most decisions cost the shared store nothing, and the traits
 // of the store it wraps carry through.
 func TestLimiterLeases(t *testing.T) {

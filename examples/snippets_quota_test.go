@@ -154,7 +154,7 @@ func Example_errorStatus() {
 	_ = onError
 }
 
-// redisStore returns a RedisStore over a Redis on localhost.
+// redisStore returns a redisstore.Store over a Redis on localhost.
 func redisStore() *redisstore.Store {
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true, MaxRetries: -1})
 	store, err := redisstore.New(rdb)

@@ -24,7 +24,7 @@ import (
 // server. The third call fails with ResourceExhausted, whose
 // details say how long to wait and which rule denied it.
 func Example() {
-	// a MemoryStore on a still clock, so that the output is exact; a
+	// a memorystore.Store on a still clock, so that the output is exact; a
 	// fleet shares a redisstore.Store instead
 	still := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	store, err := memorystore.New(memorystore.WithClock(func() time.Time { return still }))

@@ -11,7 +11,7 @@ import (
 	"github.com/ratekit/ratekit/memorystore"
 )
 
-// TestLeasingBound runs four replicas, each with its own LeasingStore over
+// TestLeasingBound runs four replicas, each with its own leasestore.Store over
 // one shared store and one clock, at a steady crowd of decisions on one key.
 // Per fixed window the total admitted stays within
 // limit + (lease size − 1) × replicas, and not far below the limit: with a

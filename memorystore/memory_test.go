@@ -12,7 +12,7 @@ import (
 )
 
 // TestMemoryStoreBounded sends a million distinct identities through a
-// MemoryStore while its clock moves on: state of expired keys is reclaimed,
+// memorystore.Store while its clock moves on: state of expired keys is reclaimed,
 // so the store holds about the identities of the last period, not all.
 func TestMemoryStoreBounded(t *testing.T) {
 	total, perSecond := 1_000_000, 10_000

@@ -17,7 +17,7 @@ import (
 	"github.com/ratekit/ratekit/redisstore"
 )
 
-// TestLeasingThroughMiddleware: with a LeasingStore under the Limiter,
+// TestLeasingThroughMiddleware: with a leasestore.Store under the Limiter,
 // requests through the middleware on one hot key are leased: 1,000
 // requests under a limit of 64,000 per minute cost a real redis-server at
 // most 1,000/8 script calls, as its INFO commandstats counts them.

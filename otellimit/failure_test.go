@@ -19,7 +19,7 @@ import (
 
 // failingStore is a core.Store and nothing more: it states no traits, so
 // a Limiter puts its deadline, breaker and failure policy in front of it.
-// It fails as told, and otherwise decides in a MemoryStore.
+// It fails as told, and otherwise decides in a memorystore.Store.
 type failingStore struct {
 	mem *memorystore.Store
 

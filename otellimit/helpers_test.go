@@ -128,7 +128,7 @@ func histogram(t testing.TB, reader *sdkmetric.ManualReader, name string, kvs ..
 	return metricdata.HistogramDataPoint[float64]{}
 }
 
-// memoryLimiter returns a Limiter over a MemoryStore, both on clock,
+// memoryLimiter returns a Limiter over a memorystore.Store, both on clock,
 // observed by o and closed when the test ends.
 func memoryLimiter(t testing.TB, clock *adaptertest.Clock, o core.Observer, opts ...core.Option) *core.Limiter {
 	t.Helper()

@@ -24,7 +24,7 @@ import (
 	"github.com/ratekit/ratekit/redisstore"
 )
 
-// A known sequence over a MemoryStore on a stopped clock: exact counts,
+// A known sequence over a memorystore.Store on a stopped clock: exact counts,
 // utilization and store calls, then the quota coming back with time.
 func TestMemoryStoreSequence(t *testing.T) {
 	o, reader := newObserver(t)

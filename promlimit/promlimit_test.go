@@ -41,7 +41,7 @@ func newLimiter(t *testing.T, store core.Store, opts ...core.Option) *core.Limit
 	return l
 }
 
-// memoryStore returns a new MemoryStore, closed when the test ends.
+// memoryStore returns a new memorystore.Store, closed when the test ends.
 func memoryStore(t *testing.T) *memorystore.Store {
 	t.Helper()
 	s, err := memorystore.New()
@@ -171,7 +171,7 @@ func hasLabels(m *dto.Metric, labels ...string) bool {
 	return true
 }
 
-// A known sequence through a Limiter over a MemoryStore: exact counts of
+// A known sequence through a Limiter over a memorystore.Store: exact counts of
 // decisions, near-limit decisions and store calls.
 func TestMemoryStoreSequence(t *testing.T) {
 	c := promlimit.MustNew()

@@ -6,7 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestBatchingByDefault: a RedisStore batches over a *redis.Client unless
+// TestBatchingByDefault: a redisstore.Store batches over a *redis.Client unless
 // told not to, and over a Cluster or Ring client, or one without
 // Pipeline, only when told to.
 func TestBatchingByDefault(t *testing.T) {

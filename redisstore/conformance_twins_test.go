@@ -15,11 +15,11 @@ import (
 	"github.com/ratekit/ratekit/internal/testkit"
 )
 
-// TestConformanceTwins drives a MemoryStore and a RedisStore over
+// TestConformanceTwins drives a memorystore.Store and a redisstore.Store over
 // miniredis, on one clock, through the same random sequence of calls
 // (decisions, peeks and refunds, some on keys whose limit changes from call
 // to call, some naming override keys that are set, cleared and expire
-// between calls) and requires identical results: the MemoryStore computes what
+// between calls) and requires identical results: the memorystore.Store computes what
 // the scripts compute.
 func TestConformanceTwins(t *testing.T) {
 	// whole ms (see advance below)
@@ -44,7 +44,7 @@ func TestConformanceTwins(t *testing.T) {
 		if rng.IntN(3) == 0 {
 			// whole ms: a fixed window counts the time left in whole ms
 			// of the server's clock (PTTL), which miniredis rounds down
-			// where Redis and the MemoryStore count whole ms of the clock
+			// where Redis and the memorystore.Store count whole ms of the clock
 			advance(time.Duration(rng.Int64N(400)) * time.Millisecond)
 		}
 		id := ids[rng.IntN(len(ids))]
@@ -116,8 +116,7 @@ func twinOverride(t *testing.T, rng *rand.Rand, key string, all []core.Limit, st
 		l = core.PerSecond(core.MaxLogRate + 1)
 	}
 	ttl := []time.Duration{0, 300 * time.Millisecond, 1500 * time.Millisecond}[rng.IntN(3)]
-	for _, s := range stores {
-		o := s.(core.QuotaStore)
+	for _, o := range stores {
 		var err error
 		if clear {
 			err = o.ClearOverride(context.Background(), key, key+":override")

@@ -13,7 +13,7 @@ import (
 	"github.com/ratekit/ratekit/redisstore"
 )
 
-// fixedPaths are the ways a RedisStore decides a fixed window: the one-key
+// fixedPaths are the ways a redisstore.Store decides a fixed window: the one-key
 // script (fixed_single.lua), and the generic one (decide.lua over
 // fixed.lua: a second check beside it).
 var fixedPaths = []struct {

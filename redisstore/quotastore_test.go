@@ -202,7 +202,7 @@ func TestQuotaNotSupported(t *testing.T) {
 		t.Errorf("Reset over a plain Store: %v, want ErrNotSupported", err)
 	}
 	if _, err := l.WatchResets(func(string) {}); !errors.Is(err, core.ErrNotSupported) {
-		t.Errorf("WatchResets over a MemoryStore: %v, want ErrNotSupported", err)
+		t.Errorf("WatchResets over a memorystore.Store: %v, want ErrNotSupported", err)
 	}
 }
 
@@ -230,7 +230,7 @@ func TestGCRABareTAT(t *testing.T) {
 	}
 }
 
-// TestLeasingStoreHearsResets: a LeasingStore watching resets drops its
+// TestLeasingStoreHearsResets: a leasestore.Store watching resets drops its
 // remembered denial of a key reset through another store.
 func TestLeasingStoreHearsResets(t *testing.T) {
 	srv := redistest.StartServer(t)

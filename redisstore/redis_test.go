@@ -13,7 +13,7 @@ import (
 // every kind (one key of each algorithm, several keys of one and of mixed
 // algorithms): EVALSHAs answered NOSCRIPT go again by EVAL, through a
 // go-redis client and through a client that only runs scripts, and each
-// store still decides like a MemoryStore on a fresh key.
+// store still decides like a memorystore.Store on a fresh key.
 func TestRedisStoreNoScript(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client(t)

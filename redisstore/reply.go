@@ -89,7 +89,7 @@ func clip(s string) string {
 // scripts/gcra_single.lua) for a cost of n under limit: v >= 1 is an allowed
 // call's reset-after in µs, v <= -1 a denied call's reset-after plus one,
 // negated. Remaining and retry-after follow from the limit, with the
-// arithmetic of gcra.lua and the MemoryStore, and are range-checked as
+// arithmetic of gcra.lua and the memory store, and are range-checked as
 // parseReply checks them.
 func gcraResult(limit core.Limit, n int, v int64) (core.Result, error) {
 	interval := storecheck.Interval(limit)

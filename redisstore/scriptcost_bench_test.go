@@ -54,7 +54,7 @@ func BenchmarkRedisTime(b *testing.B) {
 }
 
 // BenchmarkQuota measures a peek, a refund and a reset of one key of each
-// algorithm through a RedisStore on a real redis-server, one call at a
+// algorithm through a redisstore.Store on a real redis-server, one call at a
 // time: each is one round trip (a reset also publishes its key).
 //
 //	go test -run '^$' -bench BenchmarkQuota -benchmem ./core

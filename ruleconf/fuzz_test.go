@@ -37,7 +37,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		if _, err := core.NewRuleSet(rules); err != nil {
-			t.Fatalf("Parse returned rules that fail ValidateRules: %v", err)
+			t.Fatalf("Parse returned rules that fail NewRuleSet: %v", err)
 		}
 		for _, r := range rules {
 			for _, plan := range plans {

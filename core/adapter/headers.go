@@ -2,11 +2,12 @@ package adapter
 
 import (
 	"fmt"
-	"github.com/ratekit/ratekit/core"
 	"net/http"
 	"strconv"
 	"time"
 	"unsafe"
+
+	"github.com/ratekit/ratekit/core"
 )
 
 // HeaderStyle selects which rate-limit header fields a response carries.
@@ -326,7 +327,7 @@ func (h *Headers) merge(get func(name string) string) Headers {
 // NewHeaders computes the header fields that describe d:
 //
 //   - X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset describe
-//     the limiting rule ([core.Decision.LimitingResult]) alone: its capacity
+//     the limiting rule ([core.Decision].Limiting) alone: its capacity
 //     ([core.Limit.Capacity]: Burst for GCRA, Rate for the window algorithms),
 //     the units it has left, and its ResetAfter in whole seconds, rounded
 //     up.

@@ -23,7 +23,7 @@ func (f storeFunc) AllowAllN(ctx context.Context, checks []core.Check, n int) ([
 	return f(ctx, checks, n)
 }
 
-// brokenStore is a store broken on purpose, over a MemoryStore, and the
+// brokenStore is a store broken on purpose, over a memorystore.Store, and the
 // case of the suite that must catch it.
 type brokenStore struct {
 	name, caughtBy string
@@ -31,7 +31,7 @@ type brokenStore struct {
 	wrapQuota      func(inner core.Store) core.Store // instead of wrap, for a broken QuotaStore
 }
 
-// brokenQuota is a QuotaStore over a MemoryStore with its peek or refund
+// brokenQuota is a QuotaStore over a memorystore.Store with its peek or refund
 // broken on purpose.
 type brokenQuota struct {
 	core.QuotaStore
@@ -146,7 +146,7 @@ var brokenStores = []brokenStore{
 	}},
 }
 
-// deafToOverrides is a broken OverrideStore that accepts overrides and
+// deafToOverrides is a broken QuotaStore that accepts overrides and
 // never applies them.
 type deafToOverrides struct{ core.QuotaStore }
 

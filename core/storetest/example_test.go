@@ -8,7 +8,7 @@ import (
 	"github.com/ratekit/ratekit/memorystore"
 )
 
-// newMemoryStore gives each case of the suite a MemoryStore of its own, on
+// newMemoryStore gives each case of the suite a memorystore.Store of its own, on
 // its default clock, closed when the case ends.
 func newMemoryStore(t *testing.T) core.Store {
 	s, err := memorystore.New()
@@ -21,7 +21,7 @@ func newMemoryStore(t *testing.T) core.Store {
 
 // A store's tests prove it against the whole contract with one call of Run
 // in a test function, such as TestMemoryStore(t *testing.T) here. The
-// MemoryStore reads time.Now, which the suite fakes by running each case in
+// memorystore.Store reads time.Now, which the suite fakes by running each case in
 // a testing/synctest bubble.
 func Example() {
 	testMemoryStore := func(t *testing.T) {

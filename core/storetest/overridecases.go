@@ -17,7 +17,7 @@ var overrideCases = []testCase{
 	{"OverrideInvalid", false, false, overrideInvalid},
 }
 
-// overrides returns the store under test as an OverrideStore, or skips
+// overrides returns the store under test as a QuotaStore, or skips
 // the case.
 func (h *harness) overrides() core.QuotaStore {
 	h.t.Helper()

@@ -62,7 +62,7 @@ func WithSynctest() Option {
 // a clock that stands still: which calls are allowed, Remaining after an
 // allowed call, all-or-nothing calls of several checks (which leasing
 // stores pass through), costs above capacity, input errors. The overshoot
-// a LeasingStore documents arises only across replicas and over time, which
+// a leasing store documents arises only across replicas and over time, which
 // one store in this suite does not exercise.
 func WithLeasing() Option {
 	return func(c *config) { c.leasing = true }

@@ -3,7 +3,7 @@
 // suite: each adapter's tests call it once with a [Harness] that builds its
 // framework's app, and keep only what is their framework's own. The
 // package also holds the fixtures those tests share: a clock stepped by
-// hand, a limiter over a MemoryStore that reads it, stores that fail or
+// hand, a limiter over a memory store that reads it, stores that fail or
 // watch their context, and the rules the tests limit with.
 package adaptertest
 
@@ -49,7 +49,7 @@ func (c *Clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// NewLimiter returns a Limiter over a fresh MemoryStore that reads the
+// NewLimiter returns a Limiter over a fresh memory store that reads the
 // returned Clock. Both are closed when the test ends.
 func NewLimiter(tb testing.TB, opts ...core.Option) (*core.Limiter, *Clock) {
 	tb.Helper()
@@ -57,7 +57,7 @@ func NewLimiter(tb testing.TB, opts ...core.Option) (*core.Limiter, *Clock) {
 	return NewLimiterOver(tb, NewMemoryStore(tb, clock), opts...), clock
 }
 
-// NewMemoryStore returns a MemoryStore that reads clock, closed when the
+// NewMemoryStore returns a memory store that reads clock, closed when the
 // test ends.
 func NewMemoryStore(tb testing.TB, clock *Clock) *memorystore.Store {
 	tb.Helper()
@@ -159,7 +159,7 @@ const BenchClients = 1024
 // BenchClient returns the i-th benchmark client's X-Client value.
 func BenchClient(i int) string { return "client-" + strconv.Itoa(i%BenchClients) }
 
-// BenchLimiter returns a Limiter over a fresh MemoryStore on the real
+// BenchLimiter returns a Limiter over a fresh memory store on the real
 // clock, and one rule, keyed by ClientKey, that no benchmark exhausts.
 func BenchLimiter(tb testing.TB) (*core.Limiter, []core.Rule) {
 	tb.Helper()

@@ -1,7 +1,7 @@
 // Package localstore is ratekit's in-process store engine: the same
 // algorithms as the Redis scripts, giving the same answers for the same
 // sequence of calls and clock. Package memorystore builds the exported
-// MemoryStore on it, and package core's Limiter decides with it under
+// Store on it, and package core's Limiter decides with it under
 // FailLocal while its store is unreachable. It takes types of its own, so
 // that core can import it: callers convert, and validate what they pass.
 package localstore

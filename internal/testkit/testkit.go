@@ -102,7 +102,7 @@ func UniqueKey(t testing.TB, rule string) string {
 	return k
 }
 
-// Clock is a settable clock, for a MemoryStore and a miniredis alike.
+// Clock is a settable clock, for a memory store and a miniredis alike.
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time
