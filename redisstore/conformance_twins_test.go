@@ -124,7 +124,7 @@ func twinOverride(t *testing.T, rng *rand.Rand, key string, all []core.Limit, st
 			err = o.SetOverride(context.Background(), key, key+":override", l, ttl)
 		}
 		if err != nil {
-			t.Fatalf("%T: override of %s: %v", s, key, err)
+			t.Fatalf("%T: override of %s: %v", o, key, err)
 		}
 	}
 }
