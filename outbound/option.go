@@ -17,7 +17,7 @@ const (
 	DefaultTimeout = 50 * time.Millisecond
 	// DefaultMargin is the fraction of each period left unused
 	// ([WithMargin]).
-	DefaultMargin = 0.02
+	DefaultMargin = 0.03
 	// DefaultHeartbeat is how often a Limiter tells Redis it is alive
 	// ([WithHeartbeat]).
 	DefaultHeartbeat = time.Second
@@ -77,7 +77,7 @@ func WithTimeout(d time.Duration) Option {
 }
 
 // WithMargin sets the fraction f of each period left unused, 0 ≤ f < 0.5,
-// [DefaultMargin] (2%) by default: units are Period × (1 + f) / Rate apart.
+// [DefaultMargin] (3%) by default: units are Period × (1 + f) / Rate apart.
 // The upstream counts arrivals, which the network and the scheduler delay
 // unevenly; the margin absorbs up to f × Period of such jitter between two
 // units one period apart, so that no window of the upstream's sees more

@@ -49,15 +49,18 @@ local now = t[1] * 1000000 + t[2]
 -- still until it catches up, so no unit is handed out twice
 if s.seen > now then now = s.seen end
 
--- the adaptive rate rises by inc each whole period since it last moved, up
+-- the adaptive rate rises by inc each whole period since it last moved (or
+-- since the latest pause ended), up
 -- to the configured rate, or to just below the rate refused within hold
 local rate = R
 if inc > 0 then
   if s.rate <= 0 or s.rate > R then s.rate, s.tstep = R, now end
   if s.ceil > 0 and now - s.tdec >= hold then s.ceil = 0 end
-  local k = math.floor((now - s.tstep) / period)
+  -- a pause tells nothing of the upstream: only periods after it count
+  local from = math.max(s.tstep, s.pause)
+  local k = math.floor((now - from) / period)
   if k > 0 then
-    s.tstep = s.tstep + k * period
+    s.tstep = from + k * period
     local cap = R
     if s.ceil > 0 then cap = math.max(math.min(R, s.ceil - inc), minr) end
     if s.rate < cap then s.rate = math.min(cap, s.rate + k * inc) end
