@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/outbound"
 )
 
@@ -28,7 +29,7 @@ type childConfig struct {
 	Upstream string
 	Rate     int           // the Limit, per second
 	AIMD     bool          // adaptation on
-	Open     float64       // open loop: arrivals per second, evenly paced; 0 for closed
+	Open     float64       // open loop: arrivals per second, paced with jitter; 0 for closed
 	Workers  int           // closed loop: requests in flight, each after Think
 	Think    time.Duration // closed loop: the pause after each answer
 	StartAt  int64         // unix ns the load starts at
@@ -78,6 +79,7 @@ func runChild(raw string) error {
 	if err := json.Unmarshal([]byte(raw), &c); err != nil {
 		return err
 	}
+	redis.SetLogger(quiet{}) // a dead Redis is the point of some runs
 	rdb := redis.NewClient(&redis.Options{
 		Addr: c.Redis, ContextTimeoutEnabled: true, MaxRetries: -1,
 		DialTimeout: 50 * time.Millisecond, DialerRetries: 1,
@@ -86,6 +88,9 @@ func runChild(raw string) error {
 	var opts []outbound.Option
 	if c.AIMD {
 		opts = append(opts, outbound.WithAIMD(outbound.AIMD{}))
+	}
+	if os.Getenv("OUTBOUND_DEBUG") != "" {
+		opts = append(opts, outbound.WithObserver(debugObserver{c.ID, time.Unix(0, c.StartAt)}))
 	}
 	l, err := outbound.New(rdb, "fleet", outbound.PerSecond(c.Rate), opts...)
 	if err != nil {
@@ -133,11 +138,12 @@ func load(c childConfig, client *http.Client) *childResult {
 	end := time.Now().Add(c.Duration)
 	var wg sync.WaitGroup
 	if c.Open > 0 {
-		// constant pacing from a random phase: equal demands, arrivals of
-		// the processes interleaved at random
+		// paced arrivals, each gap drawn within ±50% of the mean: equal
+		// demands, and no process locked in step with the turns
 		rng := rand.New(rand.NewPCG(uint64(c.ID), uint64(c.StartAt)))
-		every := time.Duration(float64(time.Second) / c.Open)
-		for next := time.Now().Add(time.Duration(rng.Int64N(int64(every)))); next.Before(end); next = next.Add(every) {
+		every := float64(time.Second) / c.Open
+		jittered := func() time.Duration { return time.Duration(every * (0.5 + rng.Float64())) }
+		for next := time.Now().Add(jittered()); next.Before(end); next = next.Add(jittered()) {
 			time.Sleep(time.Until(next))
 			wg.Go(one)
 		}
@@ -167,3 +173,26 @@ func mustChild() {
 	}
 	os.Exit(0)
 }
+
+// quiet is a go-redis logger that logs nothing.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+type debugObserver struct {
+	id    int
+	start time.Time
+}
+
+func (d debugObserver) p(f string, a ...any) {
+	fmt.Fprintf(os.Stderr, "%d %6.3f "+f+"\n", append([]any{d.id, time.Since(d.start).Seconds()}, a...)...)
+}
+func (debugObserver) Waited(outbound.WaitEvent)   {}
+func (debugObserver) QueueChanged(string, int)    {}
+func (d debugObserver) Throttled(_ string, s int) { d.p("throttled %d", s) }
+func (d debugObserver) Paused(_ string, p time.Duration, r string) {
+	d.p("paused %v %s", p, r)
+}
+func (d debugObserver) RateChanged(_ string, r float64)                 { d.p("rate %.2f", r) }
+func (debugObserver) RedisCalled(string, time.Duration, error)          {}
+func (d debugObserver) BreakerChanged(_ string, f, t core.BreakerState) { d.p("breaker %v->%v", f, t) }

@@ -1,10 +1,10 @@
 package outbound_test
 
 import (
+	"flag"
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 )
@@ -17,7 +17,10 @@ type stats struct {
 	util        float64 // accepted per second in the window, over the limit then
 	jain        float64 // Jain's fairness index of the clients' accepted requests in the window
 	late        int     // arrivals after their deadline, the whole run
+	lateBy      time.Duration
 	p50, p99    time.Duration
+	per         []float64 // accepted in the window, by client
+	lastErr     string
 	gaveUp, err int
 }
 
@@ -35,6 +38,7 @@ func measure(log []arrival, start time.Time, from, to time.Duration, limit int, 
 		s.maxWindow = max(s.maxWindow, j-i)
 		if a.at.After(a.deadline) {
 			s.late++
+			s.lateBy = max(s.lateBy, a.at.Sub(a.deadline))
 		}
 		if in := a.at.Sub(start); in < from || in >= to {
 			continue
@@ -49,6 +53,7 @@ func measure(log []arrival, start time.Time, from, to time.Duration, limit int, 
 	}
 	s.util = float64(accepted) / (float64(limit) * (to - from).Seconds())
 	s.jain = jain(per, clients)
+	s.per = per
 	var waits []time.Duration
 	for _, c := range clients {
 		if c == nil {
@@ -57,6 +62,9 @@ func measure(log []arrival, start time.Time, from, to time.Duration, limit int, 
 		waits = append(waits, c.Waits...)
 		s.gaveUp += c.GaveUp
 		s.err += c.Errors
+		if c.LastErr != "" {
+			s.lastErr = c.LastErr
+		}
 	}
 	slices.Sort(waits)
 	if len(waits) > 0 {
@@ -83,8 +91,8 @@ func jain(per []float64, clients []*childResult) float64 {
 }
 
 func (s stats) String() string {
-	return fmt.Sprintf("max/1s %d | 429s %d | util %.1f%% | Jain %.3f | wait p50 %v p99 %v | gave up %d | late %d | errors %d",
-		s.maxWindow, s.refused, 100*s.util, s.jain, s.p50.Round(time.Millisecond), s.p99.Round(time.Millisecond), s.gaveUp, s.late, s.err)
+	return fmt.Sprintf("max/1s %d | 429s %d | util %.1f%% | Jain %.3f | wait p50 %v p99 %v | gave up %d | late %d (by up to %v) | errors %d",
+		s.maxWindow, s.refused, 100*s.util, s.jain, s.p50.Round(time.Millisecond), s.p99.Round(time.Millisecond), s.gaveUp, s.late, s.lateBy, s.err)
 }
 
 // row logs s as a row of the measured table (docs/outbound.md).
@@ -92,7 +100,7 @@ func row(t *testing.T, name string, s stats) {
 	t.Helper()
 	t.Logf("| %s | %d | %d | %.1f%% | %.3f | %v | %v | %d |", name, s.maxWindow, s.refused, 100*s.util, s.jain,
 		s.p50.Round(time.Millisecond), s.p99.Round(time.Millisecond), s.gaveUp)
-	t.Log(strings.Repeat(" ", 0) + s.String())
+	t.Log(s.String(), "| by client ", s.per, " ", s.lastErr)
 }
 
 // gaps returns the sorted gaps between successive accepted arrivals in
@@ -112,3 +120,6 @@ func gaps(log []arrival, start time.Time, from, to time.Duration) []time.Duratio
 	slices.Sort(out)
 	return out
 }
+
+// table asks for the runs that only fill the measured table.
+var table = flag.Bool("outbound.table", false, "also run the fleet scenarios measured for docs/outbound.md only")

@@ -13,9 +13,9 @@ import (
 // recoveryWindow is how long after its last local turn a process takes
 // turns from Redis at its share of the rate only: long enough for every
 // other process to notice that Redis is back (each probes within the
-// breaker's open time), so that Redis's turns and the local turns of the
-// processes not back yet never add up to more than the rate.
-func (l *Limiter) recoveryWindow() time.Duration { return 2*l.cfg.openFor + l.cfg.timeout }
+// breaker's open time of it), so that Redis's turns and the local turns of
+// the processes not back yet never add up to more than the rate.
+func (l *Limiter) recoveryWindow() time.Duration { return l.cfg.openFor + l.cfg.timeout }
 
 // recovering returns the share and floor of a Redis call: 1 and 0 normally;
 // after local turns, the fleet's size for the recovery window, and, while
@@ -91,13 +91,27 @@ func (l *Limiter) takeLocal(ks *keyState, n int, maxWait time.Duration) (turn, e
 // before the end of the fleet's schedule as last seen: the turns the fleet
 // handed out before Redis failed still go.
 func (l *Limiter) newLocal(ks *keyState, share int, now time.Time) {
-	perSec := l.localPerSec / float64(share)
+	perSec := l.localShare(share)
 	burst := max(l.limit.burst()/share, 1)
 	ks.local = rate.NewLimiter(rate.Limit(perSec), burst)
 	ks.localShare = share
 	ks.localIV = time.Duration(float64(time.Second) / perSec)
 	ks.localStart = latest(now, ks.horizon, ks.localEnd)
 	ks.local.ReserveN(ks.localStart, burst) // empty at the start
+}
+
+// localShare returns the rate of one process's share, in units per
+// second: a whole number of units per period, Rate/share rounded down, so
+// that the processes, which are not in step, cannot together put more
+// than Rate in any one period (each puts at most its whole share there). A
+// Rate below the fleet's size gives each Rate/share, which keeps the fleet
+// under Rate on average only.
+func (l *Limiter) localShare(share int) float64 {
+	per := l.limit.Rate / share
+	if per == 0 {
+		return l.localPerSec / float64(share)
+	}
+	return l.localPerSec * float64(per) / float64(l.limit.Rate)
 }
 
 // cancelLocal gives a local turn back.

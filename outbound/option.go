@@ -181,14 +181,18 @@ func WithAIMD(a AIMD) Option {
 	}
 }
 
-// AIMD configures the adaptive rate ([WithAIMD]). The rate starts at the
-// Limit's. When the upstream refuses, it is multiplied by Decrease (at most
-// once a period) and the refused rate is remembered; each period without a
-// refusal adds Increase, up to the Limit's rate, but for Hold after a
-// refusal only up to the refused rate less Increase. So an upstream that
-// lowered its limit and keeps it lower sees refusals die out: after one or
-// two, the rate settles within Increase below its new limit, and probes
-// above it once per Hold.
+// AIMD configures the adaptive rate ([WithAIMD]), which every process
+// shares through Redis. The rate starts at the Limit's. When the upstream
+// refuses, it is multiplied by Decrease and the refused rate is
+// remembered. Each period without a refusal adds Increase, up to the
+// Limit's rate, but for Hold after a refusal only up to the refused rate
+// less Increase: the last rate that went a period unrefused. A change
+// reaches the upstream only once the turns already handed out have gone,
+// so each change waits for that, and a period more, before the next:
+// refusals of turns handed out before a decrease count once. An upstream
+// that lowered its limit and keeps it lower sees refusals die out: after
+// one or two, the rate settles within Increase below its new limit, and
+// probes above it once per Hold. Time paused counts for nothing.
 type AIMD struct {
 	// Decrease multiplies the rate at each refusal, 0 < Decrease < 1: 0.5
 	// by default.

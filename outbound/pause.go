@@ -26,8 +26,9 @@ func (l *Limiter) Pause(ctx context.Context, key string, d time.Duration) error 
 
 // Refused tells the Limiter that the upstream refused a request of key (a
 // 429), and pauses the key for d as [Limiter.Pause] does. With adaptation on
-// ([WithAIMD]) it also lowers the shared rate, at most once a period
-// whatever the number of refusals. The [Transport] calls it for every 429.
+// ([WithAIMD]) it also lowers the shared rate: once for all the refusals of
+// turns handed out before the last lowering took effect, however many
+// processes see them. The [Transport] calls it for every 429.
 func (l *Limiter) Refused(ctx context.Context, key string, d time.Duration) error {
 	return l.pause(ctx, key, d, true, PauseRetryAfter)
 }

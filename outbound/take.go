@@ -12,15 +12,15 @@ import (
 	"github.com/ratekit/ratekit/internal/rediserr"
 )
 
-// take reserves n units of ks, acting within maxWait (-1: any): from Redis
-// while it answers, else from this process's share.
-func (l *Limiter) take(ctx context.Context, ks *keyState, n int, maxWait time.Duration) (turn, error) {
+// take reserves n units of ks, acting by actBy (zero: any time): from
+// Redis while it answers, else from this process's share.
+func (l *Limiter) take(ctx context.Context, ks *keyState, n int, actBy time.Time) (turn, error) {
 	done, err := l.breaker.Allow()
 	if err != nil { // open, or another call is probing
-		return l.takeLocal(ks, n, maxWait)
+		return l.takeLocal(ks, n, l.maxWait(actBy))
 	}
 	share, floor := l.recovering(ks)
-	v, err := l.run(ctx, reserveScript, ks.key, reserveArgs(n, maxWait, share, floor)...)
+	v, err := l.run(ctx, reserveScript, ks.key, reserveArgs(n, l.maxWait(actBy), share, floor)...)
 	recv := l.now()
 	var r reply
 	if err == nil {
@@ -37,7 +37,7 @@ func (l *Limiter) take(ctx context.Context, ks *keyState, n int, maxWait time.Du
 		return turn{}, fmt.Errorf("%w: %w", core.ErrKeyRejected, err)
 	default:
 		done(err)
-		return l.takeLocal(ks, n, maxWait)
+		return l.takeLocal(ks, n, l.maxWait(actBy)) // the time the call took counts
 	}
 	l.backOnRedis(ks, floor)
 	l.noteReply(ks, r, recv)

@@ -62,7 +62,7 @@ func (l *Limiter) waitUntil(ctx context.Context, key string, n int, actBy time.T
 	start := l.now()
 	degraded := false
 	for {
-		t, err := l.take(ctx, ks, n, l.maxWait(actBy))
+		t, err := l.take(ctx, ks, n, actBy)
 		if err != nil {
 			l.waited(start, outcomeOf(err), degraded)
 			return err
@@ -98,6 +98,9 @@ func (l *Limiter) check(ctx context.Context, n int) error {
 	}
 	return ctx.Err()
 }
+
+// anyTime is the actBy of a turn however far ahead.
+var anyTime = time.Time{}
 
 // maxWait returns the longest wait that ends by actBy, or -1 for any.
 func (l *Limiter) maxWait(actBy time.Time) time.Duration {
@@ -191,7 +194,7 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int) (bool, error) {
 	}
 	ks := l.acquire(skey)
 	defer l.release(ks)
-	t, err := l.take(ctx, ks, n, 0)
+	t, err := l.take(ctx, ks, n, l.now())
 	switch {
 	case err != nil:
 		l.waited(l.now(), outcomeOf(err), false)
@@ -242,7 +245,7 @@ func (l *Limiter) ReserveN(ctx context.Context, key string, n int) (*Reservation
 	}
 	ks := l.acquire(skey)
 	defer l.release(ks)
-	t, err := l.take(ctx, ks, n, -1)
+	t, err := l.take(ctx, ks, n, anyTime)
 	if err != nil {
 		l.waited(l.now(), outcomeOf(err), false)
 		return nil, err

@@ -2,7 +2,8 @@
 -- said so (Retry-After, a spent quota): reservations whose time falls
 -- before the end are void and their holders reserve again, after it. With
 -- congested set and adaptation on, it also lowers the shared rate by the
--- decrease factor, at most once a period, and remembers the refused rate.
+-- decrease factor, once for the refusals of turns handed out before the
+-- last decrease took effect, and remembers the refused rate.
 -- A pause that grows is published on the channel as "<key> <µs left>".
 -- Loaded after state.lua.
 --
@@ -15,10 +16,11 @@
 
 local d, congested, channel = tonumber(ARGV[9]), ARGV[10] == '1', ARGV[11]
 local ivo, lowered = iv, 0
-if congested and inc > 0 and now - s.tdec >= period then
+-- a refusal of a turn handed out before the last decrease took effect
+-- says nothing of the lowered rate
+if congested and inc > 0 and now >= s.tdec then
   s.ceil = s.rate
   s.rate = math.max(minr, s.rate * dec)
-  s.tdec, s.tstep = now, now
   iv = math.ceil(span / s.rate)
   s.iv = iv
   lowered = 1
@@ -31,6 +33,7 @@ local tat = s.pause
 if s.tat > s.pause then tat = s.pause + math.ceil((s.tat - s.pause) * iv / ivo) end
 if tat < s.pause + (burst - 1) * iv then tat = s.pause + (burst - 1) * iv end
 s.tat = tat
+if lowered == 1 then s.tdec, s.tstep = tat, tat end
 save()
 if grew and channel ~= '' then
   redis.call('PUBLISH', channel, key .. ' ' .. string.format('%d', s.pause - now))

@@ -14,8 +14,9 @@
 --   pause the end of the latest pause (µs): no unit acts before it
 --   rate  the adaptive rate (units per period; 0 when adaptation is off)
 --   ceil  the rate at which the upstream last refused (0: none remembered)
---   tdec  when the rate was last lowered (µs)
---   tstep when the rate last rose, or was last lowered (µs)
+--   tdec  when the rate last lowered took effect (µs): the end of the
+--         schedule and of the pause then
+--   tstep when the rate last changed took effect (µs)
 --   A key that holds anything else counts as absent.
 -- ARGV[1]: rate, units per period (integer >= 1)
 -- ARGV[2]: span, the period with its margin (µs): units are span / rate apart
@@ -60,18 +61,29 @@ if inc > 0 then
   local from = math.max(s.tstep, s.pause)
   local k = math.floor((now - from) / period)
   if k > 0 then
-    s.tstep = from + k * period
     local cap = R
     if s.ceil > 0 then cap = math.max(math.min(R, s.ceil - inc), minr) end
-    if s.rate < cap then s.rate = math.min(cap, s.rate + k * inc) end
+    if s.rate < cap then
+      s.rate = math.min(cap, s.rate + k * inc)
+      -- the turns already handed out go at the old rate: the upstream
+      -- sees the new one from the schedule's end, and the next rise waits
+      -- a period past that, to hear what it says of this one
+      s.tstep = math.max(now, s.tat)
+    else
+      s.tstep = from + k * period
+    end
   end
   rate = s.rate
 end
 
 local iv = math.ceil(span / rate)
--- a changed interval keeps what is outstanding, counted in the new one
--- (x/time/rate's SetLimit keeps the tokens)
-if s.iv > 0 and s.iv ~= iv and s.tat > now then
+-- a longer interval (a lower rate) counts what is outstanding in it, as
+-- x/time/rate's SetLimit keeps the tokens: the turns already handed out
+-- keep their times, and the next comes as much later. A shorter one keeps
+-- the schedule's end where it is: counted in the new interval, the turns
+-- handed out would end sooner than they do, and new turns would fall among
+-- them, above either rate.
+if s.iv > 0 and iv > s.iv and s.tat > now then
   s.tat = now + math.ceil((s.tat - now) * iv / s.iv)
 end
 s.iv = iv
