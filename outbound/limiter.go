@@ -80,6 +80,7 @@ type Limiter struct {
 	sleeping    atomic.Int64 // callers asleep waiting for their turn
 	lastIV      atomic.Int64 // the latest interval Redis replied, for RateChanged
 	localPerSec float64      // the whole rate, units per second, margin included
+	lateLimit   time.Duration // a turn woken up to later than this is taken again
 
 	now func() time.Time // the local clock; a test hook
 
@@ -131,6 +132,7 @@ func New(client redis.Scripter, name string, limit Limit, opts ...Option) (*Limi
 	}
 	l.argv = l.configArgs()
 	l.localPerSec = float64(limit.Rate) / (limit.Period.Seconds() * (1 + cfg.margin))
+	l.lateLimit = time.Duration(float64(limit.Period) * cfg.margin / 2)
 	l.breaker = l.newBreaker()
 	l.start()
 	return l, nil

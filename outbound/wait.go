@@ -13,6 +13,10 @@ import (
 // errVoided is a turn that a pause made since voids.
 var errVoided = errors.New("outbound: turn voided by a pause")
 
+// errLate is a turn woken up to too late to use: acting then could put
+// more than the rate in the upstream's window.
+var errLate = errors.New("outbound: woke too late for the turn")
+
 // turn is one reservation: from Redis or, degraded, from the local share.
 type turn struct {
 	ok       bool
@@ -73,7 +77,7 @@ func (l *Limiter) waitUntil(ctx context.Context, key string, n int, actBy time.T
 			return fmt.Errorf("%w: %d units of %s would wait %v", ErrWouldExceedDeadline, n, l.name, t.wait)
 		}
 		err = l.sleep(ctx, ks, t)
-		if errors.Is(err, errVoided) {
+		if errors.Is(err, errVoided) || errors.Is(err, errLate) {
 			continue
 		}
 		if err != nil {
@@ -119,7 +123,10 @@ func outcomeOf(err error) string {
 }
 
 // sleep waits for t's time to act: nil when it comes, errVoided when a
-// pause known meanwhile covers it, ctx's error if ctx ends first.
+// pause known meanwhile covers it, errLate when this process woke up to it
+// later than half the margin (stalled: a turn used that late could share
+// the upstream's window with the turn one period after it), ctx's error if
+// ctx ends first.
 func (l *Limiter) sleep(ctx context.Context, ks *keyState, t turn) error {
 	queued := false
 	defer func() {
@@ -146,6 +153,9 @@ func (l *Limiter) sleep(ctx context.Context, ks *keyState, t turn) error {
 		timer := time.NewTimer(d)
 		select {
 		case <-timer.C:
+			if late := l.now().Sub(t.wake); l.lateLimit > 0 && late > l.lateLimit {
+				return errLate
+			}
 			return ctx.Err()
 		case <-ctx.Done():
 			timer.Stop()
