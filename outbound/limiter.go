@@ -75,11 +75,11 @@ type Limiter struct {
 	member  string
 
 	breaker     *gobreaker.TwoStepCircuitBreaker[struct{}]
-	lastLocal   atomic.Int64 // unix ns of the latest turn decided without Redis
-	learned     atomic.Int64 // the fleet's size as the heartbeats count it
-	sleeping    atomic.Int64 // callers asleep waiting for their turn
-	lastIV      atomic.Int64 // the latest interval Redis replied, for RateChanged
-	localPerSec float64      // the whole rate, units per second, margin included
+	lastLocal   atomic.Int64  // unix ns of the latest turn decided without Redis
+	learned     atomic.Int64  // the fleet's size as the heartbeats count it
+	sleeping    atomic.Int64  // callers asleep waiting for their turn
+	lastIV      atomic.Int64  // the latest interval Redis replied, for RateChanged
+	localPerSec float64       // the whole rate, units per second, margin included
 	lateLimit   time.Duration // a turn woken up to later than this is taken again
 
 	now func() time.Time // the local clock; a test hook
