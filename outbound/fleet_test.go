@@ -95,7 +95,7 @@ func (u *upstream) log() []arrival {
 
 // fleet is one run: a redis-server, the upstream and the client processes.
 type fleet struct {
-	t     *testing.T
+	t     testing.TB
 	redis *redistest.Server
 	up    *upstream
 	url   string
@@ -104,7 +104,7 @@ type fleet struct {
 	outs  []string
 }
 
-func newFleet(t *testing.T) *fleet {
+func newFleet(t testing.TB) *fleet {
 	t.Helper()
 	u := &upstream{limit: upstreamRate}
 	srv := httptest.NewServer(u)
