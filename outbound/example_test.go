@@ -83,4 +83,3 @@ func ExampleTransport() {
 	fmt.Println(resp.Status)
 	// Output: 200 OK
 }
-
