@@ -2,6 +2,7 @@ package outbound
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -24,6 +25,7 @@ func newMini(t testing.TB) (*miniredis.Miniredis, *redis.Client) {
 // clock) and a miniredis (Redis's clock), offset by skew: the Limiter's
 // clock reads Redis's time plus skew.
 type handClock struct {
+	mu   sync.Mutex // the heartbeat reads the clock too
 	mr   *miniredis.Miniredis
 	now  time.Time
 	skew time.Duration
@@ -37,15 +39,24 @@ func newHandClock(mr *miniredis.Miniredis) *handClock {
 
 // set moves both clocks to t (Redis's).
 func (c *handClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.now = t
 	c.mr.SetTime(t)
 }
 
-func (c *handClock) advance(d time.Duration) { c.set(c.now.Add(d)) }
+func (c *handClock) advance(d time.Duration) { c.set(c.redis().Add(d)) }
+
+// redis returns Redis's time.
+func (c *handClock) redis() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
 
 // local returns the Limiter's clock: Redis's plus skew, without a monotonic
 // reading.
-func (c *handClock) local() time.Time { return c.now.Add(c.skew).Round(0) }
+func (c *handClock) local() time.Time { return c.redis().Add(c.skew).Round(0) }
 
 // bubbleRedis is a redis.Scripter over a miniredis that runs outside a
 // testing/synctest bubble, whose clock it sets to the bubble's before every

@@ -130,6 +130,9 @@ func New(client redis.Scripter, name string, limit Limit, opts ...Option) (*Limi
 		channel: cfg.prefix + name + ":pauses", member: rand.Text(),
 		now: time.Now, keys: make(map[string]*keyState), stop: make(chan struct{}),
 	}
+	if cfg.now != nil {
+		l.now = cfg.now
+	}
 	l.argv = l.configArgs()
 	l.localPerSec = float64(limit.Rate) / (limit.Period.Seconds() * (1 + cfg.margin))
 	l.lateLimit = time.Duration(float64(limit.Period) * cfg.margin / 2)

@@ -45,6 +45,7 @@ type config struct {
 	observers   []Observer
 	onError     func(error)
 	noSubscribe bool
+	now         func() time.Time // the local clock; a test hook
 }
 
 // WithPrefix sets the prefix of every key, [DefaultPrefix] by default: at
@@ -243,6 +244,14 @@ func (a AIMD) resolved(limit Limit) AIMD {
 func withoutSubscribe() Option {
 	return func(c *config) error {
 		c.noSubscribe = true
+		return nil
+	}
+}
+
+// withClock sets the Limiter's local clock (tests of skewed processes).
+func withClock(now func() time.Time) Option {
+	return func(c *config) error {
+		c.now = now
 		return nil
 	}
 }

@@ -125,9 +125,8 @@ func TestClockSkewDoesNotMatter(t *testing.T) {
 	inBubble(t, mr, func(t *testing.T, rdb *bubbleRedis) {
 		var ls []*Limiter
 		for _, skew := range []time.Duration{-time.Hour, 0, 37 * time.Minute} {
-			l := mustNew(t, rdb, PerSecond(10), WithMargin(0))
-			l.now = func() time.Time { return time.Now().Add(skew).Round(0) }
-			ls = append(ls, l)
+			clock := withClock(func() time.Time { return time.Now().Add(skew).Round(0) })
+			ls = append(ls, mustNew(t, rdb, PerSecond(10), WithMargin(0), clock))
 		}
 		start := time.Now()
 		var wg sync.WaitGroup

@@ -42,12 +42,11 @@ func TestMatchesXRate(t *testing.T) {
 func matchXRate(t *testing.T, seed uint64, limit Limit) {
 	mr, client := newMini(t)
 	clock := newHandClock(mr)
-	l, err := New(client, "x", limit, WithMargin(0), WithTimeout(10*time.Second), withoutSubscribe())
+	l, err := New(client, "x", limit, WithMargin(0), WithTimeout(10*time.Second), withoutSubscribe(), withClock(clock.local))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	l.now = clock.local
 	ref := rate.NewLimiter(rate.Limit(float64(limit.Rate)/limit.Period.Seconds()), limit.burst())
 	const tick = time.Second / 64
 	iv := limit.Period / time.Duration(limit.Rate)
@@ -60,7 +59,7 @@ func matchXRate(t *testing.T, seed uint64, limit Limit) {
 	ctx := context.Background()
 	for step := range 60 {
 		clock.advance(time.Duration(rng.IntN(int(2*iv/tick))) * tick)
-		now := clock.now
+		now := clock.redis()
 		switch op := rng.IntN(10); {
 		case op < 5: // reserve
 			n := 1 + rng.IntN(limit.burst())
