@@ -135,7 +135,7 @@ func New(client redis.Scripter, name string, limit Limit, opts ...Option) (*Limi
 	}
 	l.argv = l.configArgs()
 	l.localPerSec = float64(limit.Rate) / (limit.Period.Seconds() * (1 + cfg.margin))
-	l.lateLimit = time.Duration(float64(limit.Period) * cfg.margin / 2)
+	l.lateLimit = time.Duration(float64(limit.Period) * cfg.margin)
 	l.breaker = l.newBreaker()
 	l.start()
 	return l, nil

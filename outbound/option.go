@@ -82,7 +82,7 @@ func WithTimeout(d time.Duration) Option {
 // The upstream counts arrivals, which the network and the scheduler delay
 // unevenly; the margin absorbs up to f × Period of such jitter between two
 // units one period apart, so that no window of the upstream's sees more
-// than Rate. A wait that wakes up later than half the margin past its turn
+// than Rate. A wait that wakes up later than the margin past its turn
 // (a process stalled by its scheduler or its garbage collector) takes a
 // new turn rather than use that one. 0 spaces units exactly Period/Rate
 // apart, as golang.org/x/time/rate does, and uses every turn however late.

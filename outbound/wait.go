@@ -124,7 +124,7 @@ func outcomeOf(err error) string {
 
 // sleep waits for t's time to act: nil when it comes, errVoided when a
 // pause known meanwhile covers it, errLate when this process woke up to it
-// later than half the margin (stalled: a turn used that late could share
+// later than the margin (stalled: a turn used that late could share
 // the upstream's window with the turn one period after it), ctx's error if
 // ctx ends first.
 func (l *Limiter) sleep(ctx context.Context, ks *keyState, t turn) error {
