@@ -19,7 +19,7 @@ var layers = [][]string{
 	{"internal/localstore"},
 	{"core"},
 	{"internal/storecheck", "internal/observe"},
-	{"redisstore", "memorystore", "leasestore", "core/adapter", "keyfuncs"},
+	{"redisstore", "memorystore", "leasestore", "core/adapter", "keyfuncs", "outbound"},
 	{"core/storetest", "inflight", "ruleconf", "promlimit", "otellimit"},
 	{"nethttp", "ginlimit", "echolimit", "echo5limit", "fiberlimit", "fiber3limit", "grpclimit"},
 }
@@ -79,7 +79,7 @@ func TestEveryPackageHasALayer(t *testing.T) {
 			listed[p] = true
 		}
 	}
-	for _, dir := range []string{"core", "redisstore", "memorystore", "leasestore", "keyfuncs", "inflight", "ruleconf", "promlimit", "otellimit"} {
+	for _, dir := range []string{"core", "redisstore", "memorystore", "leasestore", "keyfuncs", "inflight", "ruleconf", "promlimit", "otellimit", "outbound"} {
 		matches, err := filepath.Glob(filepath.Join(root, dir, "*"))
 		if err != nil {
 			t.Fatal(err)

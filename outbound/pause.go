@@ -1,0 +1,125 @@
+package outbound
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultPause is how long a 429 without Retry-After pauses its key.
+const DefaultPause = time.Second
+
+// Pause stops key for every process that shares the Limiter's Redis for d:
+// no turn of the key acts before d has passed. Turns taken before that fall
+// in the pause are void: the waits that hold them, in every process, take
+// new turns after it (a [Reservation] keeps its time). A pause never
+// shortens one already set. The other processes hear of it through Redis
+// pub/sub at once, or at their next turn of the key. While Redis cannot be
+// reached, it pauses this process only, and returns the error.
+func (l *Limiter) Pause(ctx context.Context, key string, d time.Duration) error {
+	return l.pause(ctx, key, d, false, PauseCaller)
+}
+
+// Refused tells the Limiter that the upstream refused a request of key (a
+// 429), and pauses the key for d as [Limiter.Pause] does. With adaptation on
+// ([WithAIMD]) it also lowers the shared rate: once for all the refusals of
+// turns handed out before the last lowering took effect, however many
+// processes see them. The [Transport] calls it for every 429.
+func (l *Limiter) Refused(ctx context.Context, key string, d time.Duration) error {
+	return l.pause(ctx, key, d, true, PauseRetryAfter)
+}
+
+// pause pauses key for d, lowering the rate if congested.
+func (l *Limiter) pause(ctx context.Context, key string, d time.Duration, congested bool, reason string) error {
+	if d <= 0 {
+		return fmt.Errorf("outbound: pause of %v (want a positive time)", d)
+	}
+	if l.isClosed() {
+		return ErrClosed
+	}
+	skey, err := l.Key(key)
+	if err != nil {
+		return err
+	}
+	ks := l.acquire(skey)
+	defer l.release(ks)
+	ks.notePause(l.now().Add(d)) // this process at once, whatever Redis says
+	for _, o := range l.cfg.observers {
+		o.Paused(l.name, d, reason)
+	}
+	cong := "0"
+	if congested {
+		cong = "1"
+	}
+	channel := l.channel
+	if l.cfg.noSubscribe {
+		channel = ""
+	}
+	v, err := l.run(ctx, pauseScript, skey, strconv.FormatInt(d.Microseconds(), 10), cong, channel)
+	recv := l.now()
+	if err != nil {
+		return fmt.Errorf("outbound: pause: %w", err)
+	}
+	f, err := parseInts("pause", v, 3)
+	if err != nil {
+		return err
+	}
+	ks.notePause(recv.Add(time.Duration(f[0]) * time.Microsecond))
+	if l.cfg.aimd != nil && f[1] > 0 {
+		l.noteInterval(f[1])
+	}
+	return nil
+}
+
+// subscriber is a client that can subscribe to pub/sub channels.
+type subscriber interface {
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+// start starts the heartbeat and, through a client that can, the pause
+// subscription.
+func (l *Limiter) start() {
+	l.wg.Go(l.heartbeatLoop)
+	if sub, ok := l.client.(subscriber); ok && !l.cfg.noSubscribe {
+		ps := sub.Subscribe(context.Background(), l.channel)
+		l.wg.Go(func() { l.listen(ps) })
+	}
+}
+
+// listen applies the pauses published on the Limiter's channel until
+// Close. The PubSub subscribes again by itself after a lost connection.
+func (l *Limiter) listen(ps *redis.PubSub) {
+	defer ps.Close()
+	ch := ps.Channel()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			l.applyPause(m.Payload)
+		}
+	}
+}
+
+// applyPause applies one published pause, "<key> <µs left>", to this
+// process's waiters of the key.
+func (l *Limiter) applyPause(payload string) {
+	i := strings.LastIndexByte(payload, ' ')
+	if i < 0 {
+		return
+	}
+	us, err := strconv.ParseInt(payload[i+1:], 10, 64)
+	if err != nil || us <= 0 {
+		return
+	}
+	if ks := l.lookup(payload[:i]); ks != nil {
+		ks.notePause(l.now().Add(time.Duration(us) * time.Microsecond))
+	}
+}
