@@ -8,7 +8,7 @@ import (
 
 // ErrInvalidLimit is returned, wrapped with the reason, for a [Limit] that
 // cannot be enforced.
-var ErrInvalidLimit = errors.New("outbound: invalid limit")
+var ErrInvalidLimit = errors.New("ratekit: outbound: invalid limit")
 
 // MaxRate is the largest rate and burst of a [Limit].
 const MaxRate = 1 << 30

@@ -17,14 +17,14 @@ import (
 // ErrWouldExceedDeadline is returned, wrapped, by a wait whose turn would
 // come after its context's deadline: nothing was reserved, so the turn
 // stays for others.
-var ErrWouldExceedDeadline = errors.New("outbound: wait would exceed the context's deadline")
+var ErrWouldExceedDeadline = errors.New("ratekit: outbound: wait would exceed the context's deadline")
 
 // ErrExceedsBurst is returned, wrapped, for n above the Limit's burst: no
 // wait could ever grant it.
-var ErrExceedsBurst = errors.New("outbound: n exceeds the burst")
+var ErrExceedsBurst = errors.New("ratekit: outbound: n exceeds the burst")
 
 // ErrClosed is returned by a Limiter after [Limiter.Close].
-var ErrClosed = errors.New("outbound: limiter closed")
+var ErrClosed = errors.New("ratekit: outbound: limiter closed")
 
 // Limiter keeps every process that shares its Redis under one [Limit] for
 // each key (an upstream, an account of it), handing callers their turns as
@@ -105,7 +105,7 @@ type Limiter struct {
 // limit and a bad option.
 func New(client redis.Scripter, name string, limit Limit, opts ...Option) (*Limiter, error) {
 	if client == nil {
-		return nil, errors.New("outbound: New: nil client")
+		return nil, errors.New("ratekit: outbound: New: nil client")
 	}
 	if err := storekey.ValidateName("limiter name", name, false); err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func New(client redis.Scripter, name string, limit Limit, opts ...Option) (*Limi
 	}
 	for _, o := range opts {
 		if o == nil {
-			return nil, errors.New("outbound: New: nil option")
+			return nil, errors.New("ratekit: outbound: New: nil option")
 		}
 		if err := o(&cfg); err != nil {
 			return nil, err

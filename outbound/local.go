@@ -128,7 +128,7 @@ func (l *Limiter) cancelRedis(ctx context.Context, ks *keyState, n int, t turn) 
 	}
 	_, err := l.run(ctx, cancelScript, ks.key, fmt.Sprint(n), fmt.Sprint(t.act), fmt.Sprint(t.iv))
 	if err != nil {
-		return fmt.Errorf("outbound: cancel: %w", err)
+		return fmt.Errorf("ratekit: outbound: cancel: %w", err)
 	}
 	return nil
 }

@@ -70,7 +70,7 @@ func WithPrefix(prefix string) Option {
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("outbound: timeout %v is not positive", d)
+			return fmt.Errorf("ratekit: outbound: timeout %v is not positive", d)
 		}
 		c.timeout = d
 		return nil
@@ -89,7 +89,7 @@ func WithTimeout(d time.Duration) Option {
 func WithMargin(f float64) Option {
 	return func(c *config) error {
 		if !(f >= 0 && f < 0.5) {
-			return fmt.Errorf("outbound: margin %v: want 0 ≤ f < 0.5", f)
+			return fmt.Errorf("ratekit: outbound: margin %v: want 0 ≤ f < 0.5", f)
 		}
 		c.margin = f
 		return nil
@@ -106,7 +106,7 @@ func WithMargin(f float64) Option {
 func WithFleetSize(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
-			return fmt.Errorf("outbound: fleet size %d (want at least 1)", n)
+			return fmt.Errorf("ratekit: outbound: fleet size %d (want at least 1)", n)
 		}
 		c.fleet = n
 		return nil
@@ -121,7 +121,7 @@ func WithFleetSize(n int) Option {
 func WithHeartbeat(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 10*time.Millisecond {
-			return fmt.Errorf("outbound: heartbeat %v is shorter than 10ms", d)
+			return fmt.Errorf("ratekit: outbound: heartbeat %v is shorter than 10ms", d)
 		}
 		c.heartbeat = d
 		return nil
@@ -136,7 +136,7 @@ func WithHeartbeat(d time.Duration) Option {
 func WithBreaker(failures int, openFor time.Duration) Option {
 	return func(c *config) error {
 		if failures < 1 || openFor <= 0 {
-			return fmt.Errorf("outbound: breaker of %d failures, open for %v: want at least 1 and a positive time", failures, openFor)
+			return fmt.Errorf("ratekit: outbound: breaker of %d failures, open for %v: want at least 1 and a positive time", failures, openFor)
 		}
 		c.failures, c.openFor = failures, openFor
 		return nil
@@ -149,7 +149,7 @@ func WithBreaker(failures int, openFor time.Duration) Option {
 func WithObserver(o Observer) Option {
 	return func(c *config) error {
 		if o == nil {
-			return errors.New("outbound: WithObserver: nil observer")
+			return errors.New("ratekit: outbound: WithObserver: nil observer")
 		}
 		c.observers = append(c.observers, o)
 		return nil
@@ -162,7 +162,7 @@ func WithObserver(o Observer) Option {
 func OnError(f func(err error)) Option {
 	return func(c *config) error {
 		if f == nil {
-			return errors.New("outbound: OnError: nil function")
+			return errors.New("ratekit: outbound: OnError: nil function")
 		}
 		c.onError = f
 		return nil
@@ -214,9 +214,9 @@ type AIMD struct {
 func (a AIMD) validate() error {
 	switch {
 	case a.Decrease < 0 || a.Decrease >= 1:
-		return fmt.Errorf("outbound: AIMD decrease %v: want 0 < d < 1 (0 for the default)", a.Decrease)
+		return fmt.Errorf("ratekit: outbound: AIMD decrease %v: want 0 < d < 1 (0 for the default)", a.Decrease)
 	case a.Increase < 0, a.Min < 0, a.Hold < 0:
-		return fmt.Errorf("outbound: AIMD %+v: negative value", a)
+		return fmt.Errorf("ratekit: outbound: AIMD %+v: negative value", a)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ func (l *Limiter) Refused(ctx context.Context, key string, d time.Duration) erro
 // pause pauses key for d, lowering the rate if congested.
 func (l *Limiter) pause(ctx context.Context, key string, d time.Duration, congested bool, reason string) error {
 	if d <= 0 {
-		return fmt.Errorf("outbound: pause of %v (want a positive time)", d)
+		return fmt.Errorf("ratekit: outbound: pause of %v (want a positive time)", d)
 	}
 	if l.isClosed() {
 		return ErrClosed
@@ -62,7 +62,7 @@ func (l *Limiter) pause(ctx context.Context, key string, d time.Duration, conges
 	v, err := l.run(ctx, pauseScript, skey, strconv.FormatInt(d.Microseconds(), 10), cong, channel)
 	recv := l.now()
 	if err != nil {
-		return fmt.Errorf("outbound: pause: %w", err)
+		return fmt.Errorf("ratekit: outbound: pause: %w", err)
 	}
 	f, err := parseInts("pause", v, 3)
 	if err != nil {

@@ -34,7 +34,7 @@ var (
 )
 
 // errTimeout is the error of a Redis call that missed its deadline.
-var errTimeout = errors.New("outbound: redis gave no answer within the deadline")
+var errTimeout = errors.New("ratekit: outbound: redis gave no answer within the deadline")
 
 // run runs script on key with the config arguments and extra, within the
 // Limiter's deadline, and tells the observers.

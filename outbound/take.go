@@ -31,7 +31,7 @@ func (l *Limiter) take(ctx context.Context, ks *keyState, n int, actBy time.Time
 		done(nil)
 	case ctx.Err() != nil: // the caller gave up: no verdict on Redis
 		done(nil)
-		return turn{}, fmt.Errorf("outbound: %w", ctx.Err())
+		return turn{}, fmt.Errorf("ratekit: outbound: %w", ctx.Err())
 	case rediserr.KeyError(err):
 		done(nil) // this key's trouble, not Redis's
 		return turn{}, fmt.Errorf("%w: %w", core.ErrKeyRejected, err)

@@ -19,7 +19,7 @@ const DefaultMaxPause = time.Hour
 
 // ErrNoKey is returned, wrapped, by a [Transport] whose key function
 // found no key for a request.
-var ErrNoKey = errors.New("outbound: no key for the request")
+var ErrNoKey = errors.New("ratekit: outbound: no key for the request")
 
 // Transport is an [http.RoundTripper] that waits for its turn before each
 // request, on the schedule its Limiter shares with every process, and
@@ -111,7 +111,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // key returns the request's key.
 func (t *Transport) key(req *http.Request) (string, error) {
 	if t.Limiter == nil {
-		return "", errors.New("outbound: Transport without a Limiter")
+		return "", errors.New("ratekit: outbound: Transport without a Limiter")
 	}
 	if t.Key == nil {
 		if req.URL == nil || req.URL.Host == "" {
@@ -210,7 +210,7 @@ func rewind(req *http.Request) (*http.Request, error) {
 	}
 	body, err := req.GetBody()
 	if err != nil {
-		return nil, fmt.Errorf("outbound: retry: %w", err)
+		return nil, fmt.Errorf("ratekit: outbound: retry: %w", err)
 	}
 	out.Body = body
 	return out, nil

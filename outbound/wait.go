@@ -11,11 +11,11 @@ import (
 )
 
 // errVoided is a turn that a pause made since voids.
-var errVoided = errors.New("outbound: turn voided by a pause")
+var errVoided = errors.New("ratekit: outbound: turn voided by a pause")
 
 // errLate is a turn woken up to too late to use: acting then could put
 // more than the rate in the upstream's window.
-var errLate = errors.New("outbound: woke too late for the turn")
+var errLate = errors.New("ratekit: outbound: woke too late for the turn")
 
 // turn is one reservation: from Redis or, degraded, from the local share.
 type turn struct {
@@ -94,7 +94,7 @@ func (l *Limiter) waitUntil(ctx context.Context, key string, n int, actBy time.T
 func (l *Limiter) check(ctx context.Context, n int) error {
 	switch {
 	case n < 1:
-		return fmt.Errorf("outbound: n %d (want at least 1)", n)
+		return fmt.Errorf("ratekit: outbound: n %d (want at least 1)", n)
 	case n > l.limit.burst():
 		return fmt.Errorf("%w: n %d, burst %d", ErrExceedsBurst, n, l.limit.burst())
 	case l.isClosed():
