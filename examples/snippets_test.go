@@ -285,7 +285,15 @@ func Example_clusterAndSentinel() {
 		log.Fatal(err)
 	}
 	// snippet:end
-	_, _ = onCluster, onSentinel
+	defer cluster.Close()
+	defer failover.Close()
+	// the snippets build the fast client: the store keeps the Limiter's
+	// deadline itself (no goroutine per call), and a call is not retried
+	fmt.Println(onCluster.Traits().KeepsDeadlines, onSentinel.Traits().KeepsDeadlines)
+	fmt.Println(cluster.Options().MaxRetries, cluster.Options().DialerRetries, failover.Options().DialerRetries)
+	// Output:
+	// true true
+	// -1 1 1
 }
 
 // The failure policy and the deadline of every store call.
