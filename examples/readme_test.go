@@ -200,6 +200,14 @@ func TestREADMESnippets(t *testing.T) {
 	}
 }
 
+// TestREADMEFitsAScreen keeps the front page a front page: at most 250
+// lines, the rest in the guides it links to.
+func TestREADMEFitsAScreen(t *testing.T) {
+	if n := strings.Count(string(readPage(t, "README.md")), "\n"); n > 250 {
+		t.Errorf("README.md has %d lines, want at most 250: move what grew into a guide under docs/", n)
+	}
+}
+
 // TestGuideSnippets checks the Go blocks of every docs/*.md as
 // TestREADMESnippets checks the README's.
 func TestGuideSnippets(t *testing.T) {
