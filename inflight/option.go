@@ -39,8 +39,8 @@ const MinLease = 100 * time.Millisecond
 // pipelined a thousand to a round trip. The default frees them before
 // most clients give up waiting (30 s and more), for one call per busy key
 // every 3.3 s; the renewals of one process keep up with some 300,000
-// busy keys at 4 ms from Redis (see Scale in the package documentation),
-// and a shorter lease lowers that in proportion.
+// busy keys at 1 ms or 4 ms from Redis (see Scale in the package
+// documentation), and a shorter lease lowers that in proportion.
 func WithLease(d time.Duration) Option {
 	return func(l *Limiter) error {
 		if d < MinLease {

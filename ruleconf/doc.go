@@ -96,12 +96,13 @@
 //   - Nesting deeper than the YAML parser allows (10,000 levels) and
 //     merges within merges deeper than 16 are refused too.
 //
-// Measured worst case: about 300 ms of one core per MiB of document, the
-// slowest of the shapes in BenchmarkParseHostile (deep flow nesting, read
-// by the YAML parser itself; aliases that expand to the bound take about
-// 200 ms); so at most about 1.2 s for a document of MaxSize, and
-// milliseconds for a rules file of ordinary size. An alias-free file of
-// 1 MiB (some 30,000 rules) takes about 150 ms.
+// Measured worst case, in CPU time (BenchmarkParseHostile, on a loaded
+// two-core machine, garbage collection included): about 300 to 360 ms per
+// MiB of document for the slowest shape, deep flow nesting, which the YAML
+// parser itself reads; 100 to 200 ms for aliases and merges that expand
+// to the bound; 150 ms for an honest file of 1 MiB (some 30,000 rules).
+// So a document of MaxSize costs at most about 1.5 s, and a rules file of
+// ordinary size milliseconds.
 //
 // # Reloading
 //
