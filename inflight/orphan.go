@@ -65,7 +65,8 @@ func (l *Limiter) settleOrphan(o orphan, reply any, err error) {
 }
 
 // releaseOrphans releases every orphan whose lease would still run,
-// renewPipeline per pipeline, and forgets the others.
+// renewPipeline per pipeline, until a pipeline fails, and forgets the
+// others.
 func (l *Limiter) releaseOrphans(ctx context.Context, timeout time.Duration) {
 	now := time.Now()
 	var os []orphan
@@ -96,7 +97,7 @@ func (l *Limiter) releaseOrphans(ctx context.Context, timeout time.Duration) {
 			if ctx.Err() == nil {
 				l.report(fmt.Errorf("ratekit: inflight: release %d slots of late acquisitions or failed releases: %w", len(batch), err))
 			}
-			continue
+			return // Redis is failing: the others wait for the next try, not each for its deadline
 		}
 		for i, cmd := range reply.([]*redis.Cmd) {
 			l.settleOrphan(batch[i], cmd.Val(), cmd.Err())
