@@ -42,9 +42,9 @@ import (
 // sets the rate-limit headers, and either calls the next handler or answers
 // 429 with Retry-After. It returns an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (echo.MiddlewareFunc, error) {
-	m, h, err := adapter.Build("echo5limit", l, rules, opts)
+	m, h, err := adapter.Build("echo5limit.New", l, rules, opts)
 	if err == nil && h.inFlightDenied != nil {
-		err = fmt.Errorf("echo5limit: New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
+		err = fmt.Errorf("echo5limit.New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
 	}
 	if err != nil {
 		return nil, err
@@ -79,10 +79,10 @@ func (mw *middleware) wrap(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		// a *echo.Context is one pointer: the view costs no allocation
 		out := mw.m.Handle(request{c})
-		out.Headers.SetHTTP(c.Response().Header())
 		if mw.m.Counting() {
 			return mw.counting(c, next, out)
 		}
+		out.Headers.SetHTTP(c.Response().Header())
 		return mw.answer(c, next, &out)
 	}
 }
@@ -100,18 +100,41 @@ func (mw *middleware) answer(c *echo.Context, next echo.HandlerFunc, out *adapte
 	return c.Blob(out.Status, adapter.ProblemContentType, out.Body)
 }
 
-// counting answers as answer does, then reports the answer's status to
-// the middleware, for the rules that count only some answers. It takes
-// out by value: the deferred call keeps it, which must not cost the other
-// path an allocation.
+// counting answers as answer does, for the rules that count only some
+// answers: the answer's tally learns its status when it goes out (Echo's
+// Before hook, which also sets the fields that go with it); then it
+// reports the status: the one sent, else the one Echo's error handler
+// will send for err, or 200, or 500 when the handler panicked before
+// answering.
 func (mw *middleware) counting(c *echo.Context, next echo.HandlerFunc, out adapter.Outcome) (err error) {
+	header := c.Response().Header()
+	t := mw.m.Tally(out)
+	preset := t.Preset()
+	preset.SetHTTP(header)
+	send := func(status int) {
+		if h, ok := t.Sent(status); ok {
+			h.SetHTTP(header)
+		}
+	}
+	res, _ := echo.UnwrapResponse(c.Response())
+	if res != nil {
+		res.Before(func() { send(res.Status) })
+	} else {
+		// a writer that hides Echo's: its status cannot be seen going out,
+		// so the fields are those of an answer that counts
+		out.Headers.SetHTTP(header)
+		send = func(int) {}
+	}
 	panicked := true
 	defer func() {
 		status := http.StatusInternalServerError
 		if !panicked {
 			status = statusOf(c, err)
+			if err == nil && (res == nil || !res.Committed) {
+				send(status) // net/http sends 200 once the handler returns
+			}
 		}
-		_ = mw.m.Done(c.Request().Context(), &out, status) // the Limiter reports the error
+		_ = t.Done(c.Request().Context(), status) // the Limiter reports the error
 	}()
 	err = mw.answer(c, next, &out)
 	panicked = false

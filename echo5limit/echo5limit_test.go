@@ -25,7 +25,10 @@ func ok(c *echo.Context) error {
 	if asError {
 		return echo.NewHTTPError(status, "ok")
 	}
-	return c.String(status, "ok")
+	adaptertest.PanicIf(c.Request().Header.Get, "before")
+	err := c.String(status, "ok")
+	adaptertest.PanicIf(c.Request().Header.Get, "after")
+	return err
 }
 
 // newEcho returns an Echo that serves ok on GET / and /healthz behind mws.
@@ -40,6 +43,7 @@ func newEcho(mws ...echo.MiddlewareFunc) *echo.Echo {
 // harness builds Echo v5 apps for the shared suite: the per-route
 // middleware on a group, the login one on its route.
 var harness = adaptertest.Harness{
+	Name: "echo5limit.New",
 	New: func(_ testing.TB, l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (adaptertest.App, error) {
 		opts := options(s)
 		if s.Must {
@@ -204,10 +208,10 @@ func TestRequestView(t *testing.T) {
 
 // A nil option, and options given a nil function, are rejected.
 func TestNilOptions(t *testing.T) {
-	adaptertest.RejectsOptions(t, "echo5limit", echo5limit.New, echo5limit.MustNew, map[string]echo5limit.Option{
-		"nil option":         nil,
-		"nil skipper":        echo5limit.WithSkipper(nil),
-		"nil denied handler": echo5limit.WithDeniedHandler(nil),
-		"nil error handler":  echo5limit.WithErrorHandler(nil),
+	adaptertest.RejectsOptions(t, "echo5limit.New", echo5limit.New, echo5limit.MustNew, map[string]echo5limit.Option{
+		adaptertest.NilOption: nil,
+		"WithSkipper":         echo5limit.WithSkipper(nil),
+		"WithDeniedHandler":   echo5limit.WithDeniedHandler(nil),
+		"WithErrorHandler":    echo5limit.WithErrorHandler(nil),
 	})
 }

@@ -14,6 +14,7 @@ import (
 
 // inFlightHarness builds Echo apps for the concurrency suite.
 var inFlightHarness = adaptertest.InFlightHarness{
+	Name: "echo5limit.InFlight",
 	New: func(_ testing.TB, l *inflight.Limiter, rule inflight.Rule, s adaptertest.InFlightSetup) (adaptertest.App, error) {
 		mw, err := adaptertest.MakeInFlight(s, echo5limit.InFlight, echo5limit.MustInFlight, l, rule, inFlightOptions(s))
 		if err != nil {
@@ -57,12 +58,13 @@ func TestInFlightSuite(t *testing.T) { adaptertest.RunInFlight(t, inFlightHarnes
 
 // Each middleware rejects the other's denied handler, and nil options.
 func TestInFlightOptions(t *testing.T) {
-	adaptertest.InFlightRejectsOptions(t, "echo5limit", echo5limit.InFlight, echo5limit.MustInFlight, map[string]echo5limit.Option{
-		"nil option":          nil,
-		"nil denied handler":  echo5limit.WithInFlightDeniedHandler(nil),
-		"rate denied handler": echo5limit.WithDeniedHandler(func(*echo.Context, core.Decision) error { return nil }),
+	adaptertest.InFlightRejectsOptions(t, "echo5limit.InFlight", echo5limit.InFlight, echo5limit.MustInFlight, map[string]echo5limit.Option{
+		adaptertest.NilOption:       nil,
+		"WithSkipper":               echo5limit.WithSkipper(nil),
+		"WithInFlightDeniedHandler": echo5limit.WithInFlightDeniedHandler(nil),
+		"WithDeniedHandler":         echo5limit.WithDeniedHandler(func(*echo.Context, core.Decision) error { return nil }),
 	})
-	adaptertest.RejectsOptions(t, "echo5limit", echo5limit.New, echo5limit.MustNew, map[string]echo5limit.Option{
-		"in-flight denied handler": echo5limit.WithInFlightDeniedHandler(func(*echo.Context, inflight.Result) error { return nil }),
+	adaptertest.RejectsOptions(t, "echo5limit.New", echo5limit.New, echo5limit.MustNew, map[string]echo5limit.Option{
+		"WithInFlightDeniedHandler": echo5limit.WithInFlightDeniedHandler(func(*echo.Context, inflight.Result) error { return nil }),
 	})
 }

@@ -26,7 +26,7 @@ type hooks struct {
 // default no request is skipped. To exempt requests from one rule only, set
 // that rule's Skip.
 func WithSkipper(skipper func(c *echo.Context) bool) Option {
-	return adapter.WithHook(skipper == nil, func(h *hooks) { h.skipper = skipper })
+	return adapter.WithHook("WithSkipper", skipper == nil, func(h *hooks) { h.skipper = skipper })
 }
 
 // WithDeniedHandler replaces the default answer to a limited request (429
@@ -35,7 +35,7 @@ func WithSkipper(skipper func(c *echo.Context) bool) Option {
 // error for Echo's HTTPErrorHandler, such as
 // echo.NewHTTPError(http.StatusTooManyRequests, "slow down").
 func WithDeniedHandler(denied func(c *echo.Context, d core.Decision) error) Option {
-	return adapter.WithHook(denied == nil, func(h *hooks) { h.denied = denied })
+	return adapter.WithHook("WithDeniedHandler", denied == nil, func(h *hooks) { h.denied = denied })
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
@@ -46,7 +46,7 @@ func WithDeniedHandler(denied func(c *echo.Context, d core.Decision) error) Opti
 // [adapter.NoIdentity401] (401), and is a misconfiguration otherwise (500). err's text is for logs: do not
 // send it to clients.
 func WithErrorHandler(onError func(c *echo.Context, status int, err error) error) Option {
-	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+	return adapter.WithHook("WithErrorHandler", onError == nil, func(h *hooks) { h.onError = onError })
 }
 
 // WithRuleSet makes the middleware read its rules from set at each request,

@@ -49,7 +49,7 @@ type hooks struct {
 // no request is skipped. To exempt requests from one rule only, set that
 // rule's Skip.
 func WithSkipper(skipper func(c echo.Context) bool) Option {
-	return adapter.WithHook(skipper == nil, func(h *hooks) { h.skipper = skipper })
+	return adapter.WithHook("WithSkipper", skipper == nil, func(h *hooks) { h.skipper = skipper })
 }
 
 // WithDeniedHandler replaces the default answer to a limited request (429
@@ -58,7 +58,7 @@ func WithSkipper(skipper func(c echo.Context) bool) Option {
 // error for Echo's HTTPErrorHandler, such as
 // echo.NewHTTPError(http.StatusTooManyRequests).
 func WithDeniedHandler(denied func(c echo.Context, d core.Decision) error) Option {
-	return adapter.WithHook(denied == nil, func(h *hooks) { h.denied = denied })
+	return adapter.WithHook("WithDeniedHandler", denied == nil, func(h *hooks) { h.denied = denied })
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
@@ -69,7 +69,7 @@ func WithDeniedHandler(denied func(c echo.Context, d core.Decision) error) Optio
 // [adapter.NoIdentity401] (401), and is a misconfiguration otherwise (500). err's text is for logs: do not
 // send it to clients.
 func WithErrorHandler(onError func(c echo.Context, status int, err error) error) Option {
-	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+	return adapter.WithHook("WithErrorHandler", onError == nil, func(h *hooks) { h.onError = onError })
 }
 
 // WithRuleSet makes the middleware read its rules from set at each request,
@@ -105,9 +105,9 @@ func WithNoIdentity(policy adapter.NoIdentityPolicy) Option {
 // sets the rate-limit headers, and either calls the next handler or answers
 // 429 with Retry-After. It returns an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (echo.MiddlewareFunc, error) {
-	m, h, err := adapter.Build("echolimit", l, rules, opts)
+	m, h, err := adapter.Build("echolimit.New", l, rules, opts)
 	if err == nil && h.inFlightDenied != nil {
-		err = fmt.Errorf("echolimit: New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
+		err = fmt.Errorf("echolimit.New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
 	}
 	if err != nil {
 		return nil, err
@@ -122,27 +122,42 @@ func New(l *core.Limiter, rules []core.Rule, opts ...Option) (echo.MiddlewareFun
 			out := m.Handle(req)
 			req.c = nil
 			requests.Put(req)
-			out.Headers.SetHTTP(c.Response().Header())
 			if m.Counting() {
 				return h.counting(m, c, next, out)
 			}
+			out.Headers.SetHTTP(c.Response().Header())
 			return h.answer(c, next, &out)
 		}
 	}, nil
 }
 
-// counting answers as answer does, then reports the answer's status to m,
-// for the rules that count only some answers. It takes out by value: the
-// deferred call keeps it, which must not cost the other path an
-// allocation.
+// counting answers as answer does, for the rules that count only some
+// answers: the answer's tally learns its status when it goes out (Echo's
+// Before hook, which also sets the fields that go with it); then it
+// reports the status: the one sent, else the one Echo's error handler
+// will send for err, or 200, or 500 when the handler panicked before
+// answering.
 func (h *hooks) counting(m *adapter.Middleware, c echo.Context, next echo.HandlerFunc, out adapter.Outcome) (err error) {
+	res := c.Response()
+	t := m.Tally(out)
+	preset := t.Preset()
+	preset.SetHTTP(res.Header())
+	send := func(status int) {
+		if h, ok := t.Sent(status); ok {
+			h.SetHTTP(res.Header())
+		}
+	}
+	res.Before(func() { send(res.Status) })
 	panicked := true
 	defer func() {
 		status := http.StatusInternalServerError
 		if !panicked {
 			status = statusOf(c, err)
+			if err == nil && !res.Committed {
+				send(status) // net/http sends 200 once the handler returns
+			}
 		}
-		_ = m.Done(c.Request().Context(), &out, status) // the Limiter reports the error
+		_ = t.Done(c.Request().Context(), status) // the Limiter reports the error
 	}()
 	err = h.answer(c, next, &out)
 	panicked = false

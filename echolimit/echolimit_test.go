@@ -21,7 +21,10 @@ func ok(c echo.Context) error {
 	if asError {
 		return echo.NewHTTPError(status, "ok")
 	}
-	return c.String(status, "ok")
+	adaptertest.PanicIf(c.Request().Header.Get, "before")
+	err := c.String(status, "ok")
+	adaptertest.PanicIf(c.Request().Header.Get, "after")
+	return err
 }
 
 // app returns an Echo that serves ok on GET / and /healthz behind mws.
@@ -36,6 +39,7 @@ func app(mws ...echo.MiddlewareFunc) *echo.Echo {
 // harness builds Echo apps for the shared suite: the per-route middleware
 // on a group, the login one on its route.
 var harness = adaptertest.Harness{
+	Name: "echolimit.New",
 	New: func(_ testing.TB, l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (adaptertest.App, error) {
 		mw, err := newMiddleware(l, rules, s)
 		if err != nil {
@@ -174,10 +178,10 @@ func TestNativeKeyAndCost(t *testing.T) {
 
 // A nil option, and options given a nil function, are rejected.
 func TestNilOptions(t *testing.T) {
-	adaptertest.RejectsOptions(t, "echolimit", echolimit.New, echolimit.MustNew, map[string]echolimit.Option{
-		"nil option":         nil,
-		"nil skipper":        echolimit.WithSkipper(nil),
-		"nil denied handler": echolimit.WithDeniedHandler(nil),
-		"nil error handler":  echolimit.WithErrorHandler(nil),
+	adaptertest.RejectsOptions(t, "echolimit.New", echolimit.New, echolimit.MustNew, map[string]echolimit.Option{
+		adaptertest.NilOption: nil,
+		"WithSkipper":         echolimit.WithSkipper(nil),
+		"WithDeniedHandler":   echolimit.WithDeniedHandler(nil),
+		"WithErrorHandler":    echolimit.WithErrorHandler(nil),
 	})
 }

@@ -14,6 +14,7 @@ import (
 
 // inFlightHarness builds Echo apps for the concurrency suite.
 var inFlightHarness = adaptertest.InFlightHarness{
+	Name: "echolimit.InFlight",
 	New: func(_ testing.TB, l *inflight.Limiter, rule inflight.Rule, s adaptertest.InFlightSetup) (adaptertest.App, error) {
 		mw, err := adaptertest.MakeInFlight(s, echolimit.InFlight, echolimit.MustInFlight, l, rule, inFlightOptions(s))
 		if err != nil {
@@ -57,12 +58,13 @@ func TestInFlightSuite(t *testing.T) { adaptertest.RunInFlight(t, inFlightHarnes
 
 // Each middleware rejects the other's denied handler, and nil options.
 func TestInFlightOptions(t *testing.T) {
-	adaptertest.InFlightRejectsOptions(t, "echolimit", echolimit.InFlight, echolimit.MustInFlight, map[string]echolimit.Option{
-		"nil option":          nil,
-		"nil denied handler":  echolimit.WithInFlightDeniedHandler(nil),
-		"rate denied handler": echolimit.WithDeniedHandler(func(echo.Context, core.Decision) error { return nil }),
+	adaptertest.InFlightRejectsOptions(t, "echolimit.InFlight", echolimit.InFlight, echolimit.MustInFlight, map[string]echolimit.Option{
+		adaptertest.NilOption:       nil,
+		"WithSkipper":               echolimit.WithSkipper(nil),
+		"WithInFlightDeniedHandler": echolimit.WithInFlightDeniedHandler(nil),
+		"WithDeniedHandler":         echolimit.WithDeniedHandler(func(echo.Context, core.Decision) error { return nil }),
 	})
-	adaptertest.RejectsOptions(t, "echolimit", echolimit.New, echolimit.MustNew, map[string]echolimit.Option{
-		"in-flight denied handler": echolimit.WithInFlightDeniedHandler(func(echo.Context, inflight.Result) error { return nil }),
+	adaptertest.RejectsOptions(t, "echolimit.New", echolimit.New, echolimit.MustNew, map[string]echolimit.Option{
+		"WithInFlightDeniedHandler": echolimit.WithInFlightDeniedHandler(func(echo.Context, inflight.Result) error { return nil }),
 	})
 }

@@ -55,9 +55,9 @@ import (
 // sets the rate-limit headers, and either calls c.Next() or answers 429
 // with Retry-After. It returns an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (fiber.Handler, error) {
-	m, h, err := adapter.Build("fiber3limit", l, rules, opts)
+	m, h, err := adapter.Build("fiber3limit.New", l, rules, opts)
 	if err == nil && h.inFlightDenied != nil {
-		err = fmt.Errorf("fiber3limit: New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
+		err = fmt.Errorf("fiber3limit.New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
 	}
 	if err != nil {
 		return nil, err
@@ -87,8 +87,9 @@ func (mw *middleware) serve(c fiber.Ctx) error {
 	if mw.next != nil && mw.next(c) {
 		return c.Next()
 	}
-	out := mw.decide(c)
-	if mw.m.Counting() {
+	counting := mw.m.Counting()
+	out := mw.decide(c, !counting)
+	if counting {
 		return mw.counting(c, out)
 	}
 	return mw.answer(c, &out)
@@ -108,42 +109,65 @@ func (mw *middleware) answer(c fiber.Ctx, out *adapter.Outcome) error {
 	return c.Send(out.Body) // shared and never modified, as Send requires
 }
 
-// counting answers as answer does, then reports the answer's status to
-// the middleware, for the rules that count only some answers: the status
-// of a returned *fiber.Error (500 for another error, as Fiber's error
-// handler answers), else the response's, and 500 when a handler panicked.
-// It takes out by value: the deferred call keeps it, which must not cost
-// the other path an allocation.
+// counting answers as answer does, for the rules that count only some
+// answers, then sets the fields of the answer's status and reports it
+// (Fiber sends the answer once the handlers return): the status of a
+// returned *fiber.Error (500 for another error, as Fiber's error handler
+// answers), else the response's; when a handler panicked, the status it
+// had set (it answered that), or 500 if it set none.
 func (mw *middleware) counting(c fiber.Ctx, out adapter.Outcome) (err error) {
 	ctx := c.Context()
+	t := mw.m.Tally(out)
+	preset := t.Preset()
+	mw.setHeaders(c, &preset)
 	panicked := true
 	defer func() {
 		status := http.StatusInternalServerError
 		var fe *fiber.Error
-		switch {
+		switch s := c.Response().StatusCode(); {
 		case panicked:
+			if s != http.StatusOK { // Fiber's default: nothing was set
+				status = s
+			}
 		case err == nil:
-			status = c.Response().StatusCode()
+			status = s
 		case errors.As(err, &fe):
 			status = fe.Code
 		}
-		_ = mw.m.Done(ctx, &out, status) // the Limiter reports the error
+		if h, ok := t.Sent(status); ok {
+			mw.setHeaders(c, &h)
+		}
+		_ = t.Done(ctx, status) // the Limiter reports the error
 	}()
 	err = mw.answer(c, &out)
 	panicked = false
 	return err
 }
 
-// decide checks c against the rules and sets the rate-limit headers on its
-// response. It reads and writes c through a pooled view: a fiber.Ctx is an
+// setHeaders sets h on c's response, through a pooled view.
+func (mw *middleware) setHeaders(c fiber.Ctx, h *adapter.Headers) {
+	if h.Len() == 0 {
+		return
+	}
+	v := views.Get().(*view)
+	v.c = c
+	h.Set((*responseHeader)(v))
+	v.c = nil
+	views.Put(v)
+}
+
+// decide checks c against the rules and, if set, sets the rate-limit
+// headers on its response. It reads and writes c through a pooled view: a fiber.Ctx is an
 // interface, which does not fit in another interface without an
 // allocation, and no key, cost or skip function keeps the Request it is
 // given.
-func (mw *middleware) decide(c fiber.Ctx) adapter.Outcome {
+func (mw *middleware) decide(c fiber.Ctx, set bool) adapter.Outcome {
 	v := views.Get().(*view)
 	v.c = c
 	out := mw.m.Handle((*request)(v))
-	out.Headers.Set((*responseHeader)(v))
+	if set {
+		out.Headers.Set((*responseHeader)(v))
+	}
 	v.c = nil
 	views.Put(v)
 	return out

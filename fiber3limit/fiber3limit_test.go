@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v3"
+	recoverer "github.com/gofiber/fiber/v3/middleware/recover"
 	"github.com/valyala/fasthttp"
 
 	"github.com/ratekit/ratekit/core"
@@ -27,13 +28,17 @@ func ok(c fiber.Ctx) error {
 	if asError {
 		return fiber.NewError(status, "ok")
 	}
-	return c.Status(status).SendString("ok")
+	adaptertest.PanicIf(func(name string) string { return c.Get(name) }, "before")
+	err := c.Status(status).SendString("ok")
+	adaptertest.PanicIf(func(name string) string { return c.Get(name) }, "after")
+	return err
 }
 
 // newApp returns an app that serves ok on GET / and /healthz behind mws,
 // each added with Use.
 func newApp(mws ...fiber.Handler) *fiber.App {
 	app := fiber.New()
+	app.Use(recoverer.New()) // a panic becomes an error, answered 500
 	for _, mw := range mws {
 		app.Use(mw)
 	}
@@ -97,6 +102,7 @@ func serve(app *fiber.App) adaptertest.App {
 // with Use or on a group reads its own prefix as the route pattern, so the
 // per-route middleware sits on its route; the login one is on a group.
 var harness = adaptertest.Harness{
+	Name: "fiber3limit.New",
 	New: func(_ testing.TB, l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (adaptertest.App, error) {
 		mw, err := newMiddleware(l, rules, s)
 		if err != nil {
@@ -268,10 +274,10 @@ func TestRequestView(t *testing.T) {
 
 // A nil option, and options given a nil function, are rejected.
 func TestNilOptions(t *testing.T) {
-	adaptertest.RejectsOptions(t, "fiber3limit", fiber3limit.New, fiber3limit.MustNew, map[string]fiber3limit.Option{
-		"nil option":         nil,
-		"nil next":           fiber3limit.WithNext(nil),
-		"nil denied handler": fiber3limit.WithDeniedHandler(nil),
-		"nil error handler":  fiber3limit.WithErrorHandler(nil),
+	adaptertest.RejectsOptions(t, "fiber3limit.New", fiber3limit.New, fiber3limit.MustNew, map[string]fiber3limit.Option{
+		adaptertest.NilOption: nil,
+		"WithNext":            fiber3limit.WithNext(nil),
+		"WithDeniedHandler":   fiber3limit.WithDeniedHandler(nil),
+		"WithErrorHandler":    fiber3limit.WithErrorHandler(nil),
 	})
 }

@@ -14,6 +14,7 @@ import (
 // inFlightHarness builds Fiber v3 apps for the concurrency suite; a
 // handler's panic leaves the app's fasthttp handler, called directly.
 var inFlightHarness = adaptertest.InFlightHarness{
+	Name: "fiber3limit.InFlight",
 	New: func(_ testing.TB, l *inflight.Limiter, rule inflight.Rule, s adaptertest.InFlightSetup) (adaptertest.App, error) {
 		mw, err := adaptertest.MakeInFlight(s, fiber3limit.InFlight, fiber3limit.MustInFlight, l, rule, inFlightOptions(s))
 		if err != nil {
@@ -55,12 +56,13 @@ func TestInFlightSuite(t *testing.T) { adaptertest.RunInFlight(t, inFlightHarnes
 
 // Each middleware rejects the other's denied handler, and nil options.
 func TestInFlightOptions(t *testing.T) {
-	adaptertest.InFlightRejectsOptions(t, "fiber3limit", fiber3limit.InFlight, fiber3limit.MustInFlight, map[string]fiber3limit.Option{
-		"nil option":          nil,
-		"nil denied handler":  fiber3limit.WithInFlightDeniedHandler(nil),
-		"rate denied handler": fiber3limit.WithDeniedHandler(func(fiber.Ctx, core.Decision) error { return nil }),
+	adaptertest.InFlightRejectsOptions(t, "fiber3limit.InFlight", fiber3limit.InFlight, fiber3limit.MustInFlight, map[string]fiber3limit.Option{
+		adaptertest.NilOption:       nil,
+		"WithNext":                  fiber3limit.WithNext(nil),
+		"WithInFlightDeniedHandler": fiber3limit.WithInFlightDeniedHandler(nil),
+		"WithDeniedHandler":         fiber3limit.WithDeniedHandler(func(fiber.Ctx, core.Decision) error { return nil }),
 	})
-	adaptertest.RejectsOptions(t, "fiber3limit", fiber3limit.New, fiber3limit.MustNew, map[string]fiber3limit.Option{
-		"in-flight denied handler": fiber3limit.WithInFlightDeniedHandler(func(fiber.Ctx, inflight.Result) error { return nil }),
+	adaptertest.RejectsOptions(t, "fiber3limit.New", fiber3limit.New, fiber3limit.MustNew, map[string]fiber3limit.Option{
+		"WithInFlightDeniedHandler": fiber3limit.WithInFlightDeniedHandler(func(fiber.Ctx, inflight.Result) error { return nil }),
 	})
 }

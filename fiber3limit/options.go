@@ -26,7 +26,7 @@ type hooks struct {
 // default no request is skipped. To exempt requests from one rule only, set
 // that rule's Skip.
 func WithNext(next func(c fiber.Ctx) bool) Option {
-	return adapter.WithHook(next == nil, func(h *hooks) { h.next = next })
+	return adapter.WithHook("WithNext", next == nil, func(h *hooks) { h.next = next })
 }
 
 // WithDeniedHandler replaces the default answer to a limited request (429
@@ -34,7 +34,7 @@ func WithNext(next func(c fiber.Ctx) bool) Option {
 // Retry-After are already set; denied writes the answer, or returns an
 // error for the app's ErrorHandler, such as fiber.ErrTooManyRequests.
 func WithDeniedHandler(denied func(c fiber.Ctx, d core.Decision) error) Option {
-	return adapter.WithHook(denied == nil, func(h *hooks) { h.denied = denied })
+	return adapter.WithHook("WithDeniedHandler", denied == nil, func(h *hooks) { h.denied = denied })
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
@@ -45,7 +45,7 @@ func WithDeniedHandler(denied func(c fiber.Ctx, d core.Decision) error) Option {
 // [adapter.NoIdentity401] (401), and is a misconfiguration otherwise (500). err's text is for logs: do not
 // send it to clients.
 func WithErrorHandler(onError func(c fiber.Ctx, status int, err error) error) Option {
-	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+	return adapter.WithHook("WithErrorHandler", onError == nil, func(h *hooks) { h.onError = onError })
 }
 
 // WithRuleSet makes the middleware read its rules from set at each request,

@@ -56,7 +56,7 @@ type hooks struct {
 // default no request is skipped. To exempt requests from one rule only, set
 // that rule's Skip.
 func WithNext(next func(c *fiber.Ctx) bool) Option {
-	return adapter.WithHook(next == nil, func(h *hooks) { h.next = next })
+	return adapter.WithHook("WithNext", next == nil, func(h *hooks) { h.next = next })
 }
 
 // WithDeniedHandler replaces the default answer to a limited request (429
@@ -64,7 +64,7 @@ func WithNext(next func(c *fiber.Ctx) bool) Option {
 // Retry-After are already set; denied writes the answer, or returns an
 // error for the app's ErrorHandler, such as fiber.ErrTooManyRequests.
 func WithDeniedHandler(denied func(c *fiber.Ctx, d core.Decision) error) Option {
-	return adapter.WithHook(denied == nil, func(h *hooks) { h.denied = denied })
+	return adapter.WithHook("WithDeniedHandler", denied == nil, func(h *hooks) { h.denied = denied })
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
@@ -75,7 +75,7 @@ func WithDeniedHandler(denied func(c *fiber.Ctx, d core.Decision) error) Option 
 // [adapter.NoIdentity401] (401), and is a misconfiguration otherwise (500). err's text is for logs: do not
 // send it to clients.
 func WithErrorHandler(onError func(c *fiber.Ctx, status int, err error) error) Option {
-	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+	return adapter.WithHook("WithErrorHandler", onError == nil, func(h *hooks) { h.onError = onError })
 }
 
 // WithRuleSet makes the middleware read its rules from set at each request,
@@ -111,9 +111,9 @@ func WithNoIdentity(policy adapter.NoIdentityPolicy) Option {
 // sets the rate-limit headers, and either calls c.Next() or answers 429
 // with Retry-After. It returns an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (fiber.Handler, error) {
-	m, h, err := adapter.Build("fiberlimit", l, rules, opts)
+	m, h, err := adapter.Build("fiberlimit.New", l, rules, opts)
 	if err == nil && h.inFlightDenied != nil {
-		err = fmt.Errorf("fiberlimit: New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
+		err = fmt.Errorf("fiberlimit.New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
 	}
 	if err != nil {
 		return nil, err
@@ -123,10 +123,10 @@ func New(l *core.Limiter, rules []core.Rule, opts ...Option) (fiber.Handler, err
 			return c.Next()
 		}
 		out := m.Handle(request{c})
-		out.Headers.Set(responseHeader{c})
 		if m.Counting() {
 			return h.counting(m, c, out)
 		}
+		out.Headers.Set(responseHeader{c})
 		return h.answer(c, &out)
 	}, nil
 }
@@ -145,26 +145,35 @@ func (h *hooks) answer(c *fiber.Ctx, out *adapter.Outcome) error {
 	return c.Send(out.Body) // shared and never modified, as Send requires
 }
 
-// counting answers as answer does, then reports the answer's status to m,
-// for the rules that count only some answers: the status of a returned
-// *fiber.Error (500 for another error, as Fiber's error handler answers),
-// else the response's, and 500 when a handler panicked. It takes out by
-// value: the deferred call keeps it, which must not cost the other path
-// an allocation.
+// counting answers as answer does, for the rules that count only some
+// answers, then sets the fields of the answer's status and reports it
+// (Fiber sends the answer once the handlers return): the status of a
+// returned *fiber.Error (500 for another error, as Fiber's error handler
+// answers), else the response's; when a handler panicked, the status it
+// had set (it answered that), or 500 if it set none.
 func (h *hooks) counting(m *adapter.Middleware, c *fiber.Ctx, out adapter.Outcome) (err error) {
 	ctx := c.UserContext()
+	t := m.Tally(out)
+	preset := t.Preset()
+	preset.Set(responseHeader{c})
 	panicked := true
 	defer func() {
 		status := http.StatusInternalServerError
 		var fe *fiber.Error
-		switch {
+		switch s := c.Response().StatusCode(); {
 		case panicked:
+			if s != http.StatusOK { // Fiber's default: nothing was set
+				status = s
+			}
 		case err == nil:
-			status = c.Response().StatusCode()
+			status = s
 		case errors.As(err, &fe):
 			status = fe.Code
 		}
-		_ = m.Done(ctx, &out, status) // the Limiter reports the error
+		if fields, ok := t.Sent(status); ok {
+			fields.Set(responseHeader{c})
+		}
+		_ = t.Done(ctx, status) // the Limiter reports the error
 	}()
 	err = h.answer(c, &out)
 	panicked = false

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	recoverer "github.com/gofiber/fiber/v2/middleware/recover"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
@@ -25,12 +26,18 @@ func ok(c *fiber.Ctx) error {
 	if asError {
 		return fiber.NewError(status, "ok")
 	}
-	return c.Status(status).SendString("ok")
+	adaptertest.PanicIf(func(name string) string { return c.Get(name) }, "before")
+	err := c.Status(status).SendString("ok")
+	adaptertest.PanicIf(func(name string) string { return c.Get(name) }, "after")
+	return err
 }
 
-// newApp returns an app that serves ok on GET / and /healthz behind mws.
+// newApp returns an app that serves ok on GET / and /healthz behind mws,
+// and Fiber's recover middleware before them, which makes a panic an error
+// that Fiber answers 500, as an application would.
 func newApp(mws ...fiber.Handler) *fiber.App {
 	app := fiber.New()
+	app.Use(recoverer.New())
 	for _, mw := range mws {
 		app.Use(mw)
 	}
@@ -81,6 +88,7 @@ func serve(tb testing.TB, app *fiber.App, u *userContext) adaptertest.App {
 // so the per-route middleware sits on its route; the login one is on a
 // group.
 var harness = adaptertest.Harness{
+	Name: "fiberlimit.New",
 	New: func(tb testing.TB, l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (adaptertest.App, error) {
 		mw, err := newMiddleware(l, rules, s)
 		if err != nil {
@@ -247,10 +255,10 @@ func TestRequestView(t *testing.T) {
 
 // A nil option, and options given a nil function, are rejected.
 func TestNilOptions(t *testing.T) {
-	adaptertest.RejectsOptions(t, "fiberlimit", fiberlimit.New, fiberlimit.MustNew, map[string]fiberlimit.Option{
-		"nil option":         nil,
-		"nil next":           fiberlimit.WithNext(nil),
-		"nil denied handler": fiberlimit.WithDeniedHandler(nil),
-		"nil error handler":  fiberlimit.WithErrorHandler(nil),
+	adaptertest.RejectsOptions(t, "fiberlimit.New", fiberlimit.New, fiberlimit.MustNew, map[string]fiberlimit.Option{
+		adaptertest.NilOption: nil,
+		"WithNext":            fiberlimit.WithNext(nil),
+		"WithDeniedHandler":   fiberlimit.WithDeniedHandler(nil),
+		"WithErrorHandler":    fiberlimit.WithErrorHandler(nil),
 	})
 }

@@ -15,7 +15,7 @@ import (
 // for the app's ErrorHandler. It is InFlight's only: [New] rejects it, as
 // InFlight rejects [WithDeniedHandler].
 func WithInFlightDeniedHandler(denied func(c *fiber.Ctx, res inflight.Result) error) Option {
-	return adapter.WithHook(denied == nil, func(h *hooks) { h.inFlightDenied = denied })
+	return adapter.WithHook("WithInFlightDeniedHandler", denied == nil, func(h *hooks) { h.inFlightDenied = denied })
 }
 
 // InFlight returns middleware that lets at most rule.Limit requests of one
@@ -32,9 +32,9 @@ func WithInFlightDeniedHandler(denied func(c *fiber.Ctx, res inflight.Result) er
 // rate-limit fields. It returns an error for a nil Limiter, an invalid rule
 // or option, and for [WithDeniedHandler] (use [WithInFlightDeniedHandler]).
 func InFlight(l *inflight.Limiter, rule inflight.Rule, opts ...Option) (fiber.Handler, error) {
-	g, h, err := inflight.BuildGuard("fiberlimit", l, rule, opts)
+	g, h, err := inflight.BuildGuard("fiberlimit.InFlight", l, rule, opts)
 	if err == nil && h.denied != nil {
-		err = fmt.Errorf("fiberlimit: InFlight: %w: WithDeniedHandler is for New (use WithInFlightDeniedHandler)", adapter.ErrOptionMismatch)
+		err = fmt.Errorf("fiberlimit.InFlight: %w: WithDeniedHandler is for New (use WithInFlightDeniedHandler)", adapter.ErrOptionMismatch)
 	}
 	if err != nil {
 		return nil, err

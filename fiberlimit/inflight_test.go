@@ -17,6 +17,7 @@ import (
 // binary: Fiber's recover middleware, outside the one under test, turns it
 // into a 500.
 var inFlightHarness = adaptertest.InFlightHarness{
+	Name: "fiberlimit.InFlight",
 	New: func(tb testing.TB, l *inflight.Limiter, rule inflight.Rule, s adaptertest.InFlightSetup) (adaptertest.App, error) {
 		mw, err := adaptertest.MakeInFlight(s, fiberlimit.InFlight, fiberlimit.MustInFlight, l, rule, inFlightOptions(s))
 		if err != nil {
@@ -60,12 +61,13 @@ func TestInFlightSuite(t *testing.T) { adaptertest.RunInFlight(t, inFlightHarnes
 
 // Each middleware rejects the other's denied handler, and nil options.
 func TestInFlightOptions(t *testing.T) {
-	adaptertest.InFlightRejectsOptions(t, "fiberlimit", fiberlimit.InFlight, fiberlimit.MustInFlight, map[string]fiberlimit.Option{
-		"nil option":          nil,
-		"nil denied handler":  fiberlimit.WithInFlightDeniedHandler(nil),
-		"rate denied handler": fiberlimit.WithDeniedHandler(func(*fiber.Ctx, core.Decision) error { return nil }),
+	adaptertest.InFlightRejectsOptions(t, "fiberlimit.InFlight", fiberlimit.InFlight, fiberlimit.MustInFlight, map[string]fiberlimit.Option{
+		adaptertest.NilOption:       nil,
+		"WithNext":                  fiberlimit.WithNext(nil),
+		"WithInFlightDeniedHandler": fiberlimit.WithInFlightDeniedHandler(nil),
+		"WithDeniedHandler":         fiberlimit.WithDeniedHandler(func(*fiber.Ctx, core.Decision) error { return nil }),
 	})
-	adaptertest.RejectsOptions(t, "fiberlimit", fiberlimit.New, fiberlimit.MustNew, map[string]fiberlimit.Option{
-		"in-flight denied handler": fiberlimit.WithInFlightDeniedHandler(func(*fiber.Ctx, inflight.Result) error { return nil }),
+	adaptertest.RejectsOptions(t, "fiberlimit.New", fiberlimit.New, fiberlimit.MustNew, map[string]fiberlimit.Option{
+		"WithInFlightDeniedHandler": fiberlimit.WithInFlightDeniedHandler(func(*fiber.Ctx, inflight.Result) error { return nil }),
 	})
 }

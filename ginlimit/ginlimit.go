@@ -46,7 +46,7 @@ type hooks struct {
 // health checks, say. By default no request is skipped. To exempt requests
 // from one rule only, set that rule's Skip.
 func WithSkip(skip func(*gin.Context) bool) Option {
-	return adapter.WithHook(skip == nil, func(h *hooks) { h.skip = skip })
+	return adapter.WithHook("WithSkip", skip == nil, func(h *hooks) { h.skip = skip })
 }
 
 // WithDeniedHandler replaces the default answer to a limited request (429
@@ -54,7 +54,7 @@ func WithSkip(skip func(*gin.Context) bool) Option {
 // Retry-After are already set; denied writes the status and body, and the
 // middleware aborts the chain after it.
 func WithDeniedHandler(denied func(c *gin.Context, d core.Decision)) Option {
-	return adapter.WithHook(denied == nil, func(h *hooks) { h.denied = denied })
+	return adapter.WithHook("WithDeniedHandler", denied == nil, func(h *hooks) { h.denied = denied })
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
@@ -65,7 +65,7 @@ func WithDeniedHandler(denied func(c *gin.Context, d core.Decision)) Option {
 // [adapter.NoIdentity401] (401), and is a misconfiguration otherwise (500). The middleware aborts the chain
 // after onError. err's text is for logs: do not send it to clients.
 func WithErrorHandler(onError func(c *gin.Context, status int, err error)) Option {
-	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+	return adapter.WithHook("WithErrorHandler", onError == nil, func(h *hooks) { h.onError = onError })
 }
 
 // WithRuleSet makes the middleware read its rules from set at each request,
@@ -101,9 +101,9 @@ func WithNoIdentity(policy adapter.NoIdentityPolicy) Option {
 // sets the rate-limit headers, and either calls c.Next() or aborts with 429
 // and Retry-After. It returns an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (gin.HandlerFunc, error) {
-	m, h, err := adapter.Build("ginlimit", l, rules, opts)
+	m, h, err := adapter.Build("ginlimit.New", l, rules, opts)
 	if err == nil && h.inFlightDenied != nil {
-		err = fmt.Errorf("ginlimit: New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
+		err = fmt.Errorf("ginlimit.New: %w: WithInFlightDeniedHandler is for InFlight", adapter.ErrOptionMismatch)
 	}
 	if err != nil {
 		return nil, err
@@ -114,30 +114,73 @@ func New(l *core.Limiter, rules []core.Rule, opts ...Option) (gin.HandlerFunc, e
 			return
 		}
 		out := m.Handle(request{c})
-		out.Headers.SetHTTP(c.Writer.Header())
 		if m.Counting() {
 			h.counting(m, c, out)
 			return
 		}
+		out.Headers.SetHTTP(c.Writer.Header())
 		h.answer(c, &out)
 	}, nil
 }
 
-// counting answers as answer does, then reports the answer's status to m,
-// for the rules that count only some answers. It takes out by value: the
-// deferred call keeps it, which must not cost the other path an
-// allocation.
+// counting answers as answer does, for the rules that count only some
+// answers, through a writer that tells the answer's tally when its status
+// goes out (and sets the fields that go with it); then it reports the
+// status: the one sent, else the one Gin sends once the handlers return,
+// or 500 when a handler panicked before answering.
 func (h *hooks) counting(m *adapter.Middleware, c *gin.Context, out adapter.Outcome) {
+	w := &tallyWriter{ResponseWriter: c.Writer, tally: m.Tally(out)}
+	preset := w.tally.Preset()
+	preset.SetHTTP(c.Writer.Header())
+	c.Writer = w
 	panicked := true
 	defer func() {
-		status := c.Writer.Status()
-		if panicked {
-			status = http.StatusInternalServerError
+		c.Writer = w.ResponseWriter
+		status := http.StatusInternalServerError
+		if !panicked {
+			status = c.Writer.Status()
+			w.send(status) // Gin sends it once the handlers return
 		}
-		_ = m.Done(c.Request.Context(), &out, status) // the Limiter reports the error
+		_ = w.tally.Done(c.Request.Context(), status) // the Limiter reports the error
 	}()
 	h.answer(c, &out)
 	panicked = false
+}
+
+// tallyWriter tells an answer's tally when its status goes out, for rules
+// that count only some answers: Gin's writer only records the status of
+// WriteHeader, and sends it with the first write.
+type tallyWriter struct {
+	gin.ResponseWriter
+	tally adapter.Tally
+}
+
+// send tells the tally that status goes out now, and sets the fields that
+// go with it.
+func (w *tallyWriter) send(status int) {
+	if h, ok := w.tally.Sent(status); ok {
+		h.SetHTTP(w.Header())
+	}
+}
+
+func (w *tallyWriter) WriteHeaderNow() {
+	w.send(w.Status())
+	w.ResponseWriter.WriteHeaderNow()
+}
+
+func (w *tallyWriter) Write(b []byte) (int, error) {
+	w.send(w.Status())
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *tallyWriter) WriteString(s string) (int, error) {
+	w.send(w.Status())
+	return w.ResponseWriter.WriteString(s)
+}
+
+func (w *tallyWriter) Flush() {
+	w.send(w.Status())
+	w.ResponseWriter.Flush()
 }
 
 // answer calls the next handler, or answers out's denial or error.

@@ -18,7 +18,9 @@ func init() { gin.SetMode(gin.TestMode) }
 
 func ok(c *gin.Context) {
 	status, _ := adaptertest.AnswerStatus(c.GetHeader)
+	adaptertest.PanicIf(c.GetHeader, "before")
 	c.String(status, "ok")
+	adaptertest.PanicIf(c.GetHeader, "after")
 }
 
 // engine returns an engine that serves ok on GET / and /healthz behind mws.
@@ -33,6 +35,7 @@ func engine(mws ...gin.HandlerFunc) *gin.Engine {
 // harness builds Gin apps for the shared suite: the per-route middleware
 // on a group, the login one on its route.
 var harness = adaptertest.Harness{
+	Name: "ginlimit.New",
 	New: func(_ testing.TB, l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (adaptertest.App, error) {
 		mw, err := newMiddleware(l, rules, s)
 		if err != nil {
@@ -122,10 +125,10 @@ func TestNativeKeyAndCost(t *testing.T) {
 
 // A nil option, and options given a nil function, are rejected.
 func TestNilOptions(t *testing.T) {
-	adaptertest.RejectsOptions(t, "ginlimit", ginlimit.New, ginlimit.MustNew, map[string]ginlimit.Option{
-		"nil option":         nil,
-		"nil skip":           ginlimit.WithSkip(nil),
-		"nil denied handler": ginlimit.WithDeniedHandler(nil),
-		"nil error handler":  ginlimit.WithErrorHandler(nil),
+	adaptertest.RejectsOptions(t, "ginlimit.New", ginlimit.New, ginlimit.MustNew, map[string]ginlimit.Option{
+		adaptertest.NilOption: nil,
+		"WithSkip":            ginlimit.WithSkip(nil),
+		"WithDeniedHandler":   ginlimit.WithDeniedHandler(nil),
+		"WithErrorHandler":    ginlimit.WithErrorHandler(nil),
 	})
 }

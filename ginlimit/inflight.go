@@ -15,7 +15,7 @@ import (
 // middleware aborts the chain after it. It is InFlight's only: [New]
 // rejects it, as InFlight rejects [WithDeniedHandler].
 func WithInFlightDeniedHandler(denied func(c *gin.Context, res inflight.Result)) Option {
-	return adapter.WithHook(denied == nil, func(h *hooks) { h.inFlightDenied = denied })
+	return adapter.WithHook("WithInFlightDeniedHandler", denied == nil, func(h *hooks) { h.inFlightDenied = denied })
 }
 
 // InFlight returns middleware that lets at most rule.Limit requests of one
@@ -30,9 +30,9 @@ func WithInFlightDeniedHandler(denied func(c *gin.Context, res inflight.Result))
 // rate-limit fields. It returns an error for a nil Limiter, an invalid rule
 // or option, and for [WithDeniedHandler] (use [WithInFlightDeniedHandler]).
 func InFlight(l *inflight.Limiter, rule inflight.Rule, opts ...Option) (gin.HandlerFunc, error) {
-	g, h, err := inflight.BuildGuard("ginlimit", l, rule, opts)
+	g, h, err := inflight.BuildGuard("ginlimit.InFlight", l, rule, opts)
 	if err == nil && h.denied != nil {
-		err = fmt.Errorf("ginlimit: InFlight: %w: WithDeniedHandler is for New (use WithInFlightDeniedHandler)", adapter.ErrOptionMismatch)
+		err = fmt.Errorf("ginlimit.InFlight: %w: WithDeniedHandler is for New (use WithInFlightDeniedHandler)", adapter.ErrOptionMismatch)
 	}
 	if err != nil {
 		return nil, err

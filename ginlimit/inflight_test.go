@@ -14,6 +14,7 @@ import (
 
 // inFlightHarness builds Gin apps for the concurrency suite.
 var inFlightHarness = adaptertest.InFlightHarness{
+	Name: "ginlimit.InFlight",
 	New: func(_ testing.TB, l *inflight.Limiter, rule inflight.Rule, s adaptertest.InFlightSetup) (adaptertest.App, error) {
 		mw, err := adaptertest.MakeInFlight(s, ginlimit.InFlight, ginlimit.MustInFlight, l, rule, inFlightOptions(s))
 		if err != nil {
@@ -55,12 +56,13 @@ func TestInFlightSuite(t *testing.T) { adaptertest.RunInFlight(t, inFlightHarnes
 
 // Each middleware rejects the other's denied handler, and nil options.
 func TestInFlightOptions(t *testing.T) {
-	adaptertest.InFlightRejectsOptions(t, "ginlimit", ginlimit.InFlight, ginlimit.MustInFlight, map[string]ginlimit.Option{
-		"nil option":          nil,
-		"nil denied handler":  ginlimit.WithInFlightDeniedHandler(nil),
-		"rate denied handler": ginlimit.WithDeniedHandler(func(*gin.Context, core.Decision) {}),
+	adaptertest.InFlightRejectsOptions(t, "ginlimit.InFlight", ginlimit.InFlight, ginlimit.MustInFlight, map[string]ginlimit.Option{
+		adaptertest.NilOption:       nil,
+		"WithSkip":                  ginlimit.WithSkip(nil),
+		"WithInFlightDeniedHandler": ginlimit.WithInFlightDeniedHandler(nil),
+		"WithDeniedHandler":         ginlimit.WithDeniedHandler(func(*gin.Context, core.Decision) {}),
 	})
-	adaptertest.RejectsOptions(t, "ginlimit", ginlimit.New, ginlimit.MustNew, map[string]ginlimit.Option{
-		"in-flight denied handler": ginlimit.WithInFlightDeniedHandler(func(*gin.Context, inflight.Result) {}),
+	adaptertest.RejectsOptions(t, "ginlimit.New", ginlimit.New, ginlimit.MustNew, map[string]ginlimit.Option{
+		"WithInFlightDeniedHandler": ginlimit.WithInFlightDeniedHandler(func(*gin.Context, inflight.Result) {}),
 	})
 }

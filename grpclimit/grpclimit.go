@@ -131,7 +131,7 @@ type hooks struct {
 // service is skipped whatever skip says. To exempt calls from one rule
 // only, set that rule's Skip.
 func WithSkip(skip func(ctx context.Context, fullMethod string) bool) Option {
-	return adapter.WithHook(skip == nil, func(h *hooks) { h.skip = skip })
+	return adapter.WithHook("WithSkip", skip == nil, func(h *hooks) { h.skip = skip })
 }
 
 // WithDeniedHandler replaces the default answer to a call that a rule
@@ -141,7 +141,7 @@ func WithSkip(skip func(ctx context.Context, fullMethod string) bool) Option {
 // nil, the call fails with the default answer. The rate-limit metadata is
 // sent either way.
 func WithDeniedHandler(denied func(ctx context.Context, fullMethod string, d core.Decision) error) Option {
-	return adapter.WithHook(denied == nil, func(h *hooks) { h.denied = denied })
+	return adapter.WithHook("WithDeniedHandler", denied == nil, func(h *hooks) { h.denied = denied })
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
@@ -153,7 +153,7 @@ func WithDeniedHandler(denied func(ctx context.Context, fullMethod string, d cor
 // the default answer if it returns nil. err's text is for logs: do not send
 // it to clients.
 func WithErrorHandler(onError func(ctx context.Context, fullMethod string, code codes.Code, err error) error) Option {
-	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+	return adapter.WithHook("WithErrorHandler", onError == nil, func(h *hooks) { h.onError = onError })
 }
 
 // WithRuleSet makes the interceptor read its rules from set at each call,
@@ -204,7 +204,7 @@ func ExceptMethods(fullMethods ...string) func(core.Request) bool {
 // context reaches the store. It returns an error for invalid rules or
 // options.
 func UnaryServerInterceptor(l *core.Limiter, rules []core.Rule, opts ...Option) (grpc.UnaryServerInterceptor, error) {
-	x, err := newInterceptor(l, rules, opts)
+	x, err := newInterceptor("grpclimit.UnaryServerInterceptor", l, rules, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func UnaryServerInterceptor(l *core.Limiter, rules []core.Rule, opts ...Option) 
 // codes.ResourceExhausted. The stream's context reaches the store. It
 // returns an error for invalid rules or options.
 func StreamServerInterceptor(l *core.Limiter, rules []core.Rule, opts ...Option) (grpc.StreamServerInterceptor, error) {
-	x, err := newInterceptor(l, rules, opts)
+	x, err := newInterceptor("grpclimit.StreamServerInterceptor", l, rules, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -282,10 +282,12 @@ type interceptor struct {
 	h hooks
 }
 
-func newInterceptor(l *core.Limiter, rules []core.Rule, opts []Option) (*interceptor, error) {
-	m, h, err := adapter.Build("grpclimit", l, rules, opts)
+// newInterceptor makes the interceptor of constructor fn, which its
+// errors name.
+func newInterceptor(fn string, l *core.Limiter, rules []core.Rule, opts []Option) (*interceptor, error) {
+	m, h, err := adapter.Build(fn, l, rules, opts)
 	if err == nil && h.inFlightDenied != nil {
-		err = fmt.Errorf("grpclimit: %w: WithInFlightDeniedHandler is for the InFlight interceptors", adapter.ErrOptionMismatch)
+		err = fmt.Errorf("%s: %w: WithInFlightDeniedHandler is for the InFlight interceptors", fn, adapter.ErrOptionMismatch)
 	}
 	if err != nil {
 		return nil, err

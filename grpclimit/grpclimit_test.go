@@ -475,23 +475,23 @@ func TestContextReachesStore(t *testing.T) {
 
 func TestInvalid(t *testing.T) {
 	nilFuncs := map[string]grpclimit.Option{
-		"nil option":        nil,
-		"nil skip":          grpclimit.WithSkip(nil),
-		"nil denied":        grpclimit.WithDeniedHandler(nil),
-		"nil error handler": grpclimit.WithErrorHandler(nil),
+		adaptertest.NilOption: nil,
+		"WithSkip":            grpclimit.WithSkip(nil),
+		"WithDeniedHandler":   grpclimit.WithDeniedHandler(nil),
+		"WithErrorHandler":    grpclimit.WithErrorHandler(nil),
 	}
 	t.Run("unary", func(t *testing.T) {
-		adaptertest.RejectsOptions(t, "grpclimit", grpclimit.UnaryServerInterceptor, grpclimit.MustUnaryServerInterceptor, nilFuncs)
+		adaptertest.RejectsOptions(t, "grpclimit.UnaryServerInterceptor", grpclimit.UnaryServerInterceptor, grpclimit.MustUnaryServerInterceptor, nilFuncs)
 	})
 	t.Run("stream", func(t *testing.T) {
-		adaptertest.RejectsOptions(t, "grpclimit", grpclimit.StreamServerInterceptor, grpclimit.MustStreamServerInterceptor, nilFuncs)
+		adaptertest.RejectsOptions(t, "grpclimit.StreamServerInterceptor", grpclimit.StreamServerInterceptor, grpclimit.MustStreamServerInterceptor, nilFuncs)
 	})
 	l, _ := adaptertest.NewLimiter(t)
-	if _, err := grpclimit.UnaryServerInterceptor(nil, []core.Rule{fixed("a", 1, keyfuncs.Static("all"))}); err == nil {
-		t.Error("nil Limiter: no error")
+	if _, err := grpclimit.UnaryServerInterceptor(nil, []core.Rule{fixed("a", 1, keyfuncs.Static("all"))}); err == nil || !strings.HasPrefix(err.Error(), "grpclimit.UnaryServerInterceptor: ") {
+		t.Errorf("nil Limiter: %v, want an error that names grpclimit.UnaryServerInterceptor", err)
 	}
-	if _, err := grpclimit.StreamServerInterceptor(l, nil); err == nil {
-		t.Error("no rules: no error")
+	if _, err := grpclimit.StreamServerInterceptor(l, nil); err == nil || !strings.HasPrefix(err.Error(), "grpclimit.StreamServerInterceptor: ") {
+		t.Errorf("no rules: %v, want an error that names grpclimit.StreamServerInterceptor", err)
 	}
 }
 

@@ -25,7 +25,7 @@ import (
 // default answer. It is theirs only: the rate-limiting interceptors reject
 // it, as the InFlight ones reject [WithDeniedHandler].
 func WithInFlightDeniedHandler(denied func(ctx context.Context, fullMethod string, res inflight.Result) error) Option {
-	return adapter.WithHook(denied == nil, func(h *hooks) { h.inFlightDenied = denied })
+	return adapter.WithHook("WithInFlightDeniedHandler", denied == nil, func(h *hooks) { h.inFlightDenied = denied })
 }
 
 // InFlightUnaryServerInterceptor returns an interceptor that lets at most
@@ -41,7 +41,7 @@ func WithInFlightDeniedHandler(denied func(ctx context.Context, fullMethod strin
 // sends no metadata. It returns an error for a nil Limiter, an invalid rule
 // or option, and for [WithDeniedHandler] (use [WithInFlightDeniedHandler]).
 func InFlightUnaryServerInterceptor(l *inflight.Limiter, rule inflight.Rule, opts ...Option) (grpc.UnaryServerInterceptor, error) {
-	x, err := newInFlight(l, rule, opts)
+	x, err := newInFlight("grpclimit.InFlightUnaryServerInterceptor", l, rule, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func InFlightUnaryServerInterceptor(l *inflight.Limiter, rule inflight.Rule, opt
 // until its handler returns, and one beyond the cap fails before the
 // handler runs.
 func InFlightStreamServerInterceptor(l *inflight.Limiter, rule inflight.Rule, opts ...Option) (grpc.StreamServerInterceptor, error) {
-	x, err := newInFlight(l, rule, opts)
+	x, err := newInFlight("grpclimit.InFlightStreamServerInterceptor", l, rule, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -101,10 +101,12 @@ type inFlight struct {
 	rule string
 }
 
-func newInFlight(l *inflight.Limiter, rule inflight.Rule, opts []Option) (*inFlight, error) {
-	g, h, err := inflight.BuildGuard("grpclimit", l, rule, opts)
+// newInFlight makes the interceptor of constructor fn, which its errors
+// name.
+func newInFlight(fn string, l *inflight.Limiter, rule inflight.Rule, opts []Option) (*inFlight, error) {
+	g, h, err := inflight.BuildGuard(fn, l, rule, opts)
 	if err == nil && h.denied != nil {
-		err = fmt.Errorf("grpclimit: InFlight: %w: WithDeniedHandler is for the rate-limiting interceptors (use WithInFlightDeniedHandler)", adapter.ErrOptionMismatch)
+		err = fmt.Errorf("%s: %w: WithDeniedHandler is for the rate-limiting interceptors (use WithInFlightDeniedHandler)", fn, adapter.ErrOptionMismatch)
 	}
 	if err != nil {
 		return nil, err

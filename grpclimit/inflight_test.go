@@ -35,7 +35,11 @@ const (
 // as gRPC would, with the request's X-Client header as metadata, and
 // translates its answer (see adaptertest.InFlightHarness.RPC).
 func inFlightHarness(stream bool) adaptertest.InFlightHarness {
-	return adaptertest.InFlightHarness{RPC: true, New: func(_ testing.TB, l *inflight.Limiter, rule inflight.Rule, s adaptertest.InFlightSetup) (adaptertest.App, error) {
+	name := "grpclimit.InFlightUnaryServerInterceptor"
+	if stream {
+		name = "grpclimit.InFlightStreamServerInterceptor"
+	}
+	return adaptertest.InFlightHarness{Name: name, RPC: true, New: func(_ testing.TB, l *inflight.Limiter, rule inflight.Rule, s adaptertest.InFlightSetup) (adaptertest.App, error) {
 		call, err := suiteCall(l, rule, s, stream)
 		if err != nil {
 			return nil, err
@@ -149,14 +153,15 @@ func TestInFlightStreamSuite(t *testing.T) { adaptertest.RunInFlight(t, inFlight
 // Each interceptor rejects the other's denied handler, and nil options.
 func TestInFlightOptions(t *testing.T) {
 	bad := map[string]grpclimit.Option{
-		"nil option":         nil,
-		"nil denied handler": grpclimit.WithInFlightDeniedHandler(nil),
-		"rate denied handler": grpclimit.WithDeniedHandler(func(context.Context, string, core.Decision) error {
+		adaptertest.NilOption:       nil,
+		"WithSkip":                  grpclimit.WithSkip(nil),
+		"WithInFlightDeniedHandler": grpclimit.WithInFlightDeniedHandler(nil),
+		"WithDeniedHandler": grpclimit.WithDeniedHandler(func(context.Context, string, core.Decision) error {
 			return nil
 		}),
 	}
-	adaptertest.InFlightRejectsOptions(t, "grpclimit", grpclimit.InFlightUnaryServerInterceptor, grpclimit.MustInFlightUnaryServerInterceptor, bad)
-	adaptertest.InFlightRejectsOptions(t, "grpclimit", grpclimit.InFlightStreamServerInterceptor, grpclimit.MustInFlightStreamServerInterceptor, bad)
+	adaptertest.InFlightRejectsOptions(t, "grpclimit.InFlightUnaryServerInterceptor", grpclimit.InFlightUnaryServerInterceptor, grpclimit.MustInFlightUnaryServerInterceptor, bad)
+	adaptertest.InFlightRejectsOptions(t, "grpclimit.InFlightStreamServerInterceptor", grpclimit.InFlightStreamServerInterceptor, grpclimit.MustInFlightStreamServerInterceptor, bad)
 	l, _ := adaptertest.NewLimiter(t)
 	rules := []core.Rule{adaptertest.FixedRule("r", 1)}
 	mismatch := grpclimit.WithInFlightDeniedHandler(func(context.Context, string, inflight.Result) error { return nil })

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // errTimeout is the error of a call that missed its deadline.
@@ -28,10 +30,10 @@ const (
 // do runs f with a deadline of timeout within ctx, and returns by that
 // deadline whatever the client does. A client that keeps deadlines by
 // itself is called on the caller's goroutine; any other runs on a goroutine
-// of its own, which the caller abandons at the deadline: late, when not
-// nil, then gets the reply of a call that succeeded after all. A panic of
-// the client becomes an error.
-func (l *Limiter) do(ctx context.Context, timeout time.Duration, f func(context.Context) (any, error), late func(any)) (any, error) {
+// of its own, which the caller abandons at the deadline: do then reports
+// abandoned, and late, when not nil, gets the reply or the error the call
+// ends with. A panic of the client becomes an error.
+func (l *Limiter) do(ctx context.Context, timeout time.Duration, f func(context.Context) (any, error), late func(any, error)) (reply any, err error, abandoned bool) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	l.mu.Lock()
@@ -42,7 +44,7 @@ func (l *Limiter) do(ctx context.Context, timeout time.Duration, f func(context.
 	l.mu.Unlock()
 	if direct {
 		reply, err := guarded(cctx, f)
-		return reply, deadlineError(ctx, cctx, err)
+		return reply, deadlineError(ctx, cctx, err), false
 	}
 	c := &call{done: make(chan struct{})}
 	go func() {
@@ -55,20 +57,28 @@ func (l *Limiter) do(ctx context.Context, timeout time.Duration, f func(context.
 			close(c.done)
 			return
 		}
-		if err == nil && late != nil {
-			late(reply)
+		if late != nil {
+			late(reply, err)
 		}
 	}()
 	select {
 	case <-c.done:
-		return c.reply, c.err
+		return c.reply, c.err, false
 	case <-cctx.Done():
 	}
 	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
 		<-c.done // answered at the last moment
-		return c.reply, c.err
+		return c.reply, c.err, false
 	}
-	return nil, deadlineError(ctx, cctx, cctx.Err())
+	return nil, deadlineError(ctx, cctx, cctx.Err()), true
+}
+
+// mayHaveRun reports whether a call that failed with err may have run in
+// Redis all the same: unless Redis answered with an error reply, it may
+// have (a timeout, a connection lost after the command went out).
+func mayHaveRun(err error) bool {
+	var rerr redis.Error
+	return err != nil && !errors.As(err, &rerr)
 }
 
 // guarded calls f, turning a panic into an error.

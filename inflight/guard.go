@@ -72,8 +72,18 @@ type Guard struct {
 // [adapter.ErrOptionMismatch] for a cfg with Rules or CountOnly, which only
 // rate limits have.
 func NewGuard(l *Limiter, rule Rule, cfg adapter.Config) (*Guard, error) {
+	g, err := newGuard(l, rule, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("inflight.NewGuard: %w", err)
+	}
+	return g, nil
+}
+
+// newGuard is [NewGuard], with errors that do not name it: an adapter's
+// constructor names itself ([BuildGuard]).
+func newGuard(l *Limiter, rule Rule, cfg adapter.Config) (*Guard, error) {
 	if l == nil {
-		return nil, errors.New("ratekit: inflight: NewGuard: nil Limiter")
+		return nil, errors.New("nil Limiter")
 	}
 	if err := rule.Validate(); err != nil {
 		return nil, err
@@ -83,12 +93,12 @@ func NewGuard(l *Limiter, rule Rule, cfg adapter.Config) (*Guard, error) {
 	}
 	switch {
 	case cfg.FailClosedStatus < 400 || cfg.FailClosedStatus > 599:
-		return nil, fmt.Errorf("ratekit: inflight: fail-closed status %d is not a 4xx or 5xx status", cfg.FailClosedStatus)
+		return nil, fmt.Errorf("fail-closed status %d is not a 4xx or 5xx status", cfg.FailClosedStatus)
 	case cfg.NoIdentity != adapter.NoIdentityNext && cfg.NoIdentity != adapter.NoIdentity401:
-		return nil, fmt.Errorf("ratekit: inflight: unknown no-identity policy %d", cfg.NoIdentity)
+		return nil, fmt.Errorf("unknown no-identity policy %d", cfg.NoIdentity)
 	case cfg.Rules != nil || len(cfg.CountOnly) > 0:
 		// a concurrency limit has one rule and counts every request in flight
-		return nil, fmt.Errorf("ratekit: inflight: %w: WithRuleSet and WithCountOnly are for rate limits", adapter.ErrOptionMismatch)
+		return nil, fmt.Errorf("%w: WithRuleSet and WithCountOnly are for rate limits", adapter.ErrOptionMismatch)
 	}
 	return &Guard{
 		l: l, rule: rule, cfg: cfg,

@@ -29,3 +29,10 @@ func TestGuardRefusesRateOptions(t *testing.T) {
 		t.Errorf("a plain config: %v", err)
 	}
 }
+
+// NewGuard's errors name it.
+func TestNewGuardErrors(t *testing.T) {
+	if _, err := inflight.NewGuard(nil, inflight.Rule{}, adapter.Config{}); err == nil || err.Error() != "inflight.NewGuard: nil Limiter" {
+		t.Errorf("nil Limiter: %v, want inflight.NewGuard: nil Limiter", err)
+	}
+}

@@ -68,7 +68,9 @@ type Limiter struct {
 	afterRenew func()
 
 	mu      sync.Mutex
-	live    map[*Lease]struct{} // leases held in Redis, renewed while here
+	live    map[*Lease]struct{}  // leases held in Redis, renewed while here
+	orphans map[orphan]time.Time // slots no lease holds, released until then
+	wake    chan struct{}        // an orphan was added
 	closed  bool
 	stop    chan struct{}
 	stopCtx context.Context
@@ -94,6 +96,8 @@ func New(client redis.Scripter, opts ...Option) (*Limiter, error) {
 		replicas:  1,
 		newTicker: realTicker,
 		live:      make(map[*Lease]struct{}),
+		orphans:   make(map[orphan]time.Time),
+		wake:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
 	for _, o := range opts {
@@ -109,12 +113,18 @@ func New(client redis.Scripter, opts ...Option) (*Limiter, error) {
 	return l, nil
 }
 
-// start starts the renewal goroutine.
+// start starts the renewal goroutine, which also releases the orphans:
+// when one is added, and again, while some remain, after a wait that
+// doubles from the deadline up to a third of the lease time.
 func (l *Limiter) start() {
 	l.stopCtx, l.cancel = context.WithCancel(context.Background())
 	tick, stop := l.newTicker(l.lease / 3)
 	l.wg.Go(func() {
 		defer stop()
+		retry := time.NewTimer(time.Hour)
+		retry.Stop()
+		defer retry.Stop()
+		wait := l.timeout
 		for {
 			select {
 			case <-l.stop:
@@ -124,6 +134,15 @@ func (l *Limiter) start() {
 				if l.afterRenew != nil {
 					l.afterRenew()
 				}
+			case <-l.wake:
+				wait = l.timeout
+				l.releaseOrphans(l.stopCtx, l.timeout)
+			case <-retry.C:
+				wait = min(2*wait, l.lease/3)
+				l.releaseOrphans(l.stopCtx, l.timeout)
+			}
+			if l.orphanCount() > 0 {
+				retry.Reset(wait)
 			}
 		}
 	})
@@ -149,8 +168,10 @@ func keepsDeadlines(client redis.Scripter) bool {
 }
 
 // Close stops renewing leases and waits for the renewal goroutine and for
-// calls abandoned at their deadline. Leases still held are not released:
-// nothing renews them, so they run out within the lease time. Call it once
+// calls abandoned at their deadline. Leases still held are not released,
+// nor are slots still to be given back after a failed release or a late
+// acquisition tried again: nothing renews them, so they run out within the
+// lease time. Call it once
 // the server has stopped and its requests have ended. Leases can still be
 // released after Close. Close is idempotent and returns nil.
 func (l *Limiter) Close() error {
@@ -161,6 +182,7 @@ func (l *Limiter) Close() error {
 	}
 	l.closed = true
 	l.live = nil
+	l.orphans = nil
 	l.mu.Unlock()
 	close(l.stop)
 	l.cancel()
@@ -195,9 +217,14 @@ func (l *Limiter) Acquire(ctx context.Context, key string, limit int) (*Lease, R
 		return nil, Result{}, fmt.Errorf("ratekit: inflight: %w", err)
 	}
 	holder := rand.Text()
-	reply, err := l.do(ctx, l.timeout, func(ctx context.Context) (any, error) {
+	reply, err, abandoned := l.do(ctx, l.timeout, func(ctx context.Context) (any, error) {
 		return acquireScript.Run(ctx, l.client, []string{key}, limit, l.lease.Milliseconds(), holder).Result()
-	}, func(reply any) { l.releaseLate(ctx, key, holder, reply) })
+	}, func(reply any, err error) { l.settleLate(ctx, key, holder, reply, err) })
+	if !abandoned && mayHaveRun(err) {
+		// on the caller's goroutine, past its deadline or cut off: the
+		// script may have taken a slot, which nothing would give back
+		l.orphaned(ctx, key, holder)
+	}
 	var allowed bool
 	var n int
 	if err == nil {
@@ -216,12 +243,20 @@ func (l *Limiter) Acquire(ctx context.Context, key string, limit int) (*Lease, R
 	return le, res, nil
 }
 
-// releaseLate releases a slot that an acquisition abandoned at its
-// deadline took after all.
-func (l *Limiter) releaseLate(ctx context.Context, key, holder string, reply any) {
+// settleLate gives back the slot that an acquisition abandoned at its
+// deadline took after all: released as soon as its reply comes, or, when
+// the call failed in a way that may have let it run, taken charge of as
+// an orphan.
+func (l *Limiter) settleLate(ctx context.Context, key, holder string, reply any, err error) {
+	if err != nil {
+		if mayHaveRun(err) {
+			l.orphaned(ctx, key, holder)
+		}
+		return
+	}
 	if allowed, _, err := parseAcquire(reply); err == nil && allowed {
 		le := &Lease{l: l, key: key, holder: holder}
-		_ = le.Release(ctx)
+		_ = le.Release(ctx) // a failure makes it an orphan
 	}
 }
 

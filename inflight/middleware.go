@@ -21,14 +21,14 @@ type httpHooks struct {
 // straight to the next handler, without taking a slot. By default no
 // request is skipped.
 func WithSkip(skip func(*http.Request) bool) MiddlewareOption {
-	return adapter.WithHook(skip == nil, func(h *httpHooks) { h.skip = skip })
+	return adapter.WithHook("WithSkip", skip == nil, func(h *httpHooks) { h.skip = skip })
 }
 
 // WithDeniedHandler replaces the default answer to a request beyond the cap
 // (429 with a problem+json body). When denied runs, Retry-After is already
 // set on w; denied writes the status and body.
 func WithDeniedHandler(denied func(w http.ResponseWriter, r *http.Request, res Result)) MiddlewareOption {
-	return adapter.WithHook(denied == nil, func(h *httpHooks) { h.denied = denied })
+	return adapter.WithHook("WithDeniedHandler", denied == nil, func(h *httpHooks) { h.denied = denied })
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
@@ -39,7 +39,7 @@ func WithDeniedHandler(denied func(w http.ResponseWriter, r *http.Request, res R
 // a misconfiguration or a refusal of Redis otherwise (500). Its text is for
 // logs: do not send it to clients.
 func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, status int, err error)) MiddlewareOption {
-	return adapter.WithHook(onError == nil, func(h *httpHooks) { h.onError = onError })
+	return adapter.WithHook("WithErrorHandler", onError == nil, func(h *httpHooks) { h.onError = onError })
 }
 
 // WithFailClosedStatus sets the status of the answer when Redis is
@@ -64,7 +64,7 @@ func WithNoIdentity(policy adapter.NoIdentityPolicy) MiddlewareOption {
 // serves http.ServeMux, chi and gorilla/mux alike. It returns an error for
 // an invalid rule or option.
 func Middleware(l *Limiter, rule Rule, opts ...MiddlewareOption) (func(http.Handler) http.Handler, error) {
-	g, h, err := BuildGuard("inflight", l, rule, opts)
+	g, h, err := BuildGuard("inflight.Middleware", l, rule, opts)
 	if err != nil {
 		return nil, err
 	}

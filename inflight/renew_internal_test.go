@@ -2,6 +2,7 @@ package inflight
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -102,40 +103,107 @@ func TestRenewalLost(t *testing.T) {
 	}
 }
 
-// A call abandoned at its deadline that succeeds after all hands its reply
-// to late, on the goroutine that made it.
+// A call abandoned at its deadline that ends after all hands its reply
+// or error to late, on the goroutine that made it, and do reports it
+// abandoned.
 func TestDoLate(t *testing.T) {
 	l, _, _ := newManual(t)
 	l.keeps = false
-	unblock := make(chan struct{})
-	got := make(chan any, 1)
-	_, err := l.do(context.Background(), time.Millisecond, func(context.Context) (any, error) {
-		<-unblock
-		return []any{int64(1), int64(1)}, nil
-	}, func(reply any) { got <- reply })
-	if err == nil {
-		t.Fatal("no error at the deadline")
-	}
-	close(unblock)
-	select {
-	case r := <-got:
-		if a, _, err := parseAcquire(r); err != nil || !a {
-			t.Fatalf("late reply %v", r)
+	for _, fail := range []bool{false, true} {
+		unblock := make(chan struct{})
+		type outcome struct {
+			reply any
+			err   error
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("late never called")
+		got := make(chan outcome, 1)
+		_, err, abandoned := l.do(context.Background(), time.Millisecond, func(context.Context) (any, error) {
+			<-unblock
+			if fail {
+				return nil, errors.New("connection reset")
+			}
+			return []any{int64(1), int64(1)}, nil
+		}, func(reply any, err error) { got <- outcome{reply, err} })
+		if err == nil || !abandoned {
+			t.Fatalf("at the deadline: error %v, abandoned %v", err, abandoned)
+		}
+		close(unblock)
+		select {
+		case o := <-got:
+			if a, _, err := parseAcquire(o.reply); fail != (o.err != nil) || !fail && (err != nil || !a) {
+				t.Fatalf("late got %v, %v", o.reply, o.err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("late never called")
+		}
 	}
 }
 
 // An acquisition abandoned at its deadline whose slot Redis granted after
-// all gives the slot back.
-func TestReleaseLate(t *testing.T) {
-	l, mr, _ := newManual(t)
-	if _, err := mr.ZAdd("k", float64(t0.Add(time.Minute).UnixMilli()), "h"); err != nil {
+// all gives the slot back when its reply comes; one that failed in a way
+// that may have let it run gives it back as an orphan, at once and at the
+// renewal rounds until Redis removes it or its lease would have run out.
+func TestSettleLate(t *testing.T) {
+	l, mr, round := newManual(t, WithLease(10*time.Second))
+	ctx := context.Background()
+	future := float64(t0.Add(time.Minute).UnixMilli())
+	if _, err := mr.ZAdd("k", future, "h"); err != nil {
 		t.Fatal(err)
 	}
-	l.releaseLate(context.Background(), "k", "h", []any{int64(1), int64(1)})
+	l.settleLate(ctx, "k", "h", []any{int64(1), int64(1)}, nil)
 	if m, _ := mr.ZMembers("k"); len(m) != 0 {
 		t.Fatalf("holders %q after the late release", m)
 	}
+
+	// the release reaches Redis before the acquisition: the holder is
+	// taken afterwards, and the next round gives it back
+	l.settleLate(ctx, "j", "late", nil, errors.New("i/o timeout"))
+	waitOrphans(t, l, 1)
+	if _, err := mr.ZAdd("j", future, "late"); err != nil {
+		t.Fatal(err)
+	}
+	round()
+	if m, _ := mr.ZMembers("j"); len(m) != 0 {
+		t.Fatalf("holders %q after a renewal round", m)
+	}
+	waitOrphans(t, l, 0)
+
+	// an error reply of Redis: the script did not run
+	l.settleLate(ctx, "j", "refused", nil, replyError("WRONGTYPE Operation against a key holding the wrong kind of value"))
+	waitOrphans(t, l, 0)
+
+	// an orphan whose lease would have run out is forgotten
+	l.settleLate(ctx, "i", "gone", nil, errors.New("i/o timeout"))
+	waitOrphans(t, l, 1)
+	l.mu.Lock()
+	for o := range l.orphans {
+		l.orphans[o] = time.Now().Add(-time.Second)
+	}
+	l.mu.Unlock()
+	round()
+	waitOrphans(t, l, 0)
 }
+
+// waitOrphans waits until l takes charge of n orphans: their first
+// release runs on a goroutine of its own.
+func waitOrphans(t *testing.T, l *Limiter, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		l.mu.Lock()
+		got := len(l.orphans)
+		l.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d orphans, want %d", got, n)
+		}
+	}
+}
+
+// replyError is an error reply of Redis, as go-redis returns one.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+var _ redis.Error = replyError("")

@@ -12,7 +12,7 @@ import (
 
 // The net/http middleware against the behaviour every adapter's shares.
 func TestMiddlewareSuite(t *testing.T) {
-	adaptertest.RunInFlight(t, adaptertest.InFlightHarness{New: newSuiteApp})
+	adaptertest.RunInFlight(t, adaptertest.InFlightHarness{Name: "inflight.Middleware", New: newSuiteApp})
 }
 
 func newSuiteApp(_ testing.TB, l *inflight.Limiter, rule inflight.Rule, s adaptertest.InFlightSetup) (adaptertest.App, error) {
@@ -49,4 +49,15 @@ func newSuiteApp(_ testing.TB, l *inflight.Limiter, rule inflight.Rule, s adapte
 func write(w http.ResponseWriter, a adaptertest.Answer) {
 	w.WriteHeader(a.Status)
 	io.WriteString(w, a.Body)
+}
+
+// A nil option, and options given a nil function, are refused with an
+// error that names Middleware and the option.
+func TestMiddlewareNilOptions(t *testing.T) {
+	adaptertest.InFlightRejectsOptions(t, "inflight.Middleware", inflight.Middleware, inflight.MustMiddleware, map[string]inflight.MiddlewareOption{
+		adaptertest.NilOption: nil,
+		"WithSkip":            inflight.WithSkip(nil),
+		"WithDeniedHandler":   inflight.WithDeniedHandler(nil),
+		"WithErrorHandler":    inflight.WithErrorHandler(nil),
+	})
 }

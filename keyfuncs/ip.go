@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/ratekit/ratekit/core"
@@ -61,9 +62,15 @@ type proxyHeader struct {
 
 type ipConfig struct {
 	trusted []netip.Prefix
+	anyPeer bool // TrustAnyPeer
 	v6Bits  int
 	headers []proxyHeader
 }
+
+// ErrTrustsEveryone is returned, wrapped, by [IP] when the prefixes of
+// [TrustedProxies] together hold every IPv4 or every IPv6 address, such as
+// 0.0.0.0/0 or ::/0, without [TrustAnyPeer].
+var ErrTrustsEveryone = errors.New("keyfuncs: the trusted proxies hold every address")
 
 // TrustedProxies lists the address prefixes of the proxies in front of the
 // application. Forwarding headers are read only when the socket peer is
@@ -77,7 +84,11 @@ type ipConfig struct {
 // limited, or sends a victim's address to exhaust the victim's limit.
 //
 // List only proxies that append to, or overwrite, the headers chosen with
-// [ProxyHeaders]. Trusting 0.0.0.0/0 or ::/0 trusts every client.
+// [ProxyHeaders]. Prefixes that together hold every IPv4 or every IPv6
+// address (0.0.0.0/0, ::/0, 0.0.0.0/1 with 128.0.0.0/1, ...) would trust
+// every client, so [IP] refuses them with an error wrapping
+// [ErrTrustsEveryone], unless [TrustAnyPeer] says that every peer is a
+// proxy.
 func TrustedProxies(prefixes ...netip.Prefix) IPOption {
 	return func(c *ipConfig) error {
 		for _, p := range prefixes {
@@ -91,6 +102,85 @@ func TrustedProxies(prefixes ...netip.Prefix) IPOption {
 		}
 		return nil
 	}
+}
+
+// TrustAnyPeer trusts every socket peer as a proxy, of either family: the
+// forwarding headers of every request are read, and [TrustedProxies] may
+// hold every address.
+//
+// It enables the attack that trusted proxies exist to prevent: anyone who
+// can connect to the application itself, not through a proxy, writes the
+// forwarding header, and so picks the address it is limited by. A client
+// that sends a new address with each request is never limited; one that
+// sends a victim's address spends the victim's quota. Say it only when
+// nothing but the proxies can reach the application's port (a private
+// network behind a load balancer whose addresses are not known in
+// advance), and make sure the proxies overwrite, or append to, the
+// headers chosen with [ProxyHeaders].
+//
+// Default: off, and a trusted prefix list that holds every address is an
+// error.
+func TrustAnyPeer() IPOption {
+	return func(c *ipConfig) error {
+		c.anyPeer = true
+		return nil
+	}
+}
+
+// trustsEveryone returns an error wrapping ErrTrustsEveryone when the
+// trusted prefixes hold every address of a family and TrustAnyPeer was not
+// said.
+func (c *ipConfig) trustsEveryone() error {
+	if c.anyPeer {
+		return nil
+	}
+	for _, family := range []struct {
+		name  string
+		first netip.Addr
+	}{{"IPv4", netip.IPv4Unspecified()}, {"IPv6", netip.IPv6Unspecified()}} {
+		if covers(c.trusted, family.first) {
+			return fmt.Errorf("%w of %s: any client could name its own address in a forwarding header; "+
+				"trust the prefixes of the proxies alone, or say TrustAnyPeer if nothing but proxies can reach the application",
+				ErrTrustsEveryone, family.name)
+		}
+	}
+	return nil
+}
+
+// covers reports whether the prefixes of first's family in ps together
+// hold every address of that family, first being its first address.
+func covers(ps []netip.Prefix, first netip.Addr) bool {
+	var own []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().BitLen() == first.BitLen() {
+			own = append(own, p)
+		}
+	}
+	slices.SortFunc(own, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	next := first // the first address not yet covered
+	for _, p := range own {
+		if p.Addr().Compare(next) > 0 {
+			return false // a gap
+		}
+		last := lastAddr(p)
+		if last.Compare(next) < 0 {
+			continue // within what is covered
+		}
+		if next = last.Next(); !next.IsValid() {
+			return true // the family's last address
+		}
+	}
+	return false
+}
+
+// lastAddr returns the last address of the masked prefix p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
 // ParsePrefixes parses a comma-separated list of CIDR prefixes, such as the
@@ -218,6 +308,9 @@ func IP(opts ...IPOption) (core.KeyFunc, error) {
 			return nil, err
 		}
 	}
+	if err := c.trustsEveryone(); err != nil {
+		return nil, err
+	}
 	return c.keyFunc, nil
 }
 
@@ -262,6 +355,9 @@ func (c *ipConfig) clientIP(r core.Request) (netip.Addr, bool) {
 }
 
 func (c *ipConfig) isTrusted(a netip.Addr) bool {
+	if c.anyPeer {
+		return true
+	}
 	for _, p := range c.trusted {
 		if p.Contains(a) {
 			return true

@@ -32,7 +32,6 @@
 package nethttp
 
 import (
-	"cmp"
 	"net/http"
 
 	"github.com/ratekit/ratekit/core"
@@ -56,20 +55,20 @@ type hooks struct {
 // health checks, say. By default no request is skipped. To exempt requests
 // from one rule only, set that rule's Skip.
 func WithSkip(skip func(*http.Request) bool) Option {
-	return adapter.WithHook(skip == nil, func(h *hooks) { h.skip = skip })
+	return adapter.WithHook("WithSkip", skip == nil, func(h *hooks) { h.skip = skip })
 }
 
 // WithRoute makes route report the matched route pattern of a request, for
 // routers that do not set r.Pattern; by default the pattern is r.Pattern.
 func WithRoute(route func(r *http.Request) string) Option {
-	return adapter.WithHook(route == nil, func(h *hooks) { h.route = route })
+	return adapter.WithHook("WithRoute", route == nil, func(h *hooks) { h.route = route })
 }
 
 // WithDeniedHandler replaces the default answer to a limited request (429
 // with a problem+json body). When denied runs, the rate-limit headers and
 // Retry-After are already set on w; denied writes the status and body.
 func WithDeniedHandler(denied func(w http.ResponseWriter, r *http.Request, d core.Decision)) Option {
-	return adapter.WithHook(denied == nil, func(h *hooks) { h.denied = denied })
+	return adapter.WithHook("WithDeniedHandler", denied == nil, func(h *hooks) { h.denied = denied })
 }
 
 // WithErrorHandler replaces the default answer when no decision could be
@@ -80,7 +79,7 @@ func WithDeniedHandler(denied func(w http.ResponseWriter, r *http.Request, d cor
 // identity under [adapter.NoIdentity401] (401), and is a misconfiguration
 // otherwise (500). Its text is for logs: do not send it to clients.
 func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, status int, err error)) Option {
-	return adapter.WithHook(onError == nil, func(h *hooks) { h.onError = onError })
+	return adapter.WithHook("WithErrorHandler", onError == nil, func(h *hooks) { h.onError = onError })
 }
 
 // WithRuleSet makes the middleware read its rules from set at each request,
@@ -117,7 +116,12 @@ func WithNoIdentity(policy adapter.NoIdentityPolicy) Option {
 // 429 with Retry-After. The request's context reaches the store. It returns
 // an error for invalid rules or options.
 func New(l *core.Limiter, rules []core.Rule, opts ...Option) (func(http.Handler) http.Handler, error) {
-	m, h, err := adapter.Build("nethttp", l, rules, opts)
+	return build("nethttp.New", l, rules, opts)
+}
+
+// build is New for constructor fn, which its errors name.
+func build(fn string, l *core.Limiter, rules []core.Rule, opts []Option) (func(http.Handler) http.Handler, error) {
+	m, h, err := adapter.Build(fn, l, rules, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -132,11 +136,11 @@ func New(l *core.Limiter, rules []core.Rule, opts ...Option) (func(http.Handler)
 				req = adapter.HTTPRequestWithRoute(r, h.route(r))
 			}
 			out := m.Handle(req)
-			out.Headers.SetHTTP(w.Header())
 			if m.Counting() {
 				h.counting(m, next, w, r, out)
 				return
 			}
+			out.Headers.SetHTTP(w.Header())
 			h.answer(next, w, r, &out)
 		})
 	}, nil
@@ -158,48 +162,57 @@ func (h *hooks) answer(next http.Handler, w http.ResponseWriter, r *http.Request
 	}
 }
 
-// counting answers as answer does, through a writer that records the
-// status, then reports it to m, for the rules that count only some
-// answers: 200 when nothing was written, as net/http answers then, and 500
-// when the handler panicked. It takes out by value: the deferred call
-// keeps it, which must not cost the other path an allocation.
+// counting answers as answer does, through a writer that tells the
+// answer's tally when its status goes out (and sets the fields that go
+// with it), for the rules that count only some answers; then it reports
+// the status: the one sent, else 200 (net/http's answer to a handler that
+// wrote nothing), or 500 when the handler panicked before answering.
 func (h *hooks) counting(m *adapter.Middleware, next http.Handler, w http.ResponseWriter, r *http.Request, out adapter.Outcome) {
-	rec := &statusRecorder{ResponseWriter: w}
+	rec := &statusRecorder{ResponseWriter: w, tally: m.Tally(out)}
+	preset := rec.tally.Preset()
+	preset.SetHTTP(w.Header())
 	panicked := true
 	defer func() {
-		status := cmp.Or(rec.status, http.StatusOK)
+		status := http.StatusOK
 		if panicked {
 			status = http.StatusInternalServerError
+		} else {
+			rec.send(status) // net/http sends 200 once the handler returns
 		}
-		_ = m.Done(r.Context(), &out, status) // the Limiter reports the error
+		_ = rec.tally.Done(r.Context(), status) // the Limiter reports the error
 	}()
 	h.answer(next, rec, r, &out)
 	panicked = false
 }
 
-// statusRecorder remembers the status of an answer, for rules that count
-// only some answers.
+// statusRecorder tells an answer's tally when its status goes out, for
+// rules that count only some answers.
 type statusRecorder struct {
 	http.ResponseWriter
-	status int
+	tally adapter.Tally
+}
+
+// send tells the tally that status goes out now, and sets the fields that
+// go with it.
+func (w *statusRecorder) send(status int) {
+	if h, ok := w.tally.Sent(status); ok {
+		h.SetHTTP(w.Header())
+	}
 }
 
 func (w *statusRecorder) WriteHeader(status int) {
-	if w.status == 0 && status >= 200 {
-		w.status = status
-	}
+	w.send(status)
 	w.ResponseWriter.WriteHeader(status)
 }
 
 func (w *statusRecorder) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
+	w.send(http.StatusOK) // as net/http does when nothing was sent
 	return w.ResponseWriter.Write(b)
 }
 
 // Flush sends what is buffered, as the wrapped writer does.
 func (w *statusRecorder) Flush() {
+	w.send(http.StatusOK)
 	_ = http.NewResponseController(w.ResponseWriter).Flush() // a writer that cannot flush has nothing to send early
 }
 
@@ -222,7 +235,7 @@ func MustNew(l *core.Limiter, rules []core.Rule, opts ...Option) func(http.Handl
 //	login, err := nethttp.Wrap(http.HandlerFunc(handleLogin), limiter, loginRules)
 //	mux.Handle("POST /login", login)
 func Wrap(h http.Handler, l *core.Limiter, rules []core.Rule, opts ...Option) (http.Handler, error) {
-	mw, err := New(l, rules, opts...)
+	mw, err := build("nethttp.Wrap", l, rules, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package nethttp_test
 import (
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/ratekit/ratekit/core"
@@ -14,13 +15,16 @@ import (
 
 var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	status, _ := adaptertest.AnswerStatus(r.Header.Get)
+	adaptertest.PanicIf(r.Header.Get, "before")
 	w.WriteHeader(status)
 	io.WriteString(w, "ok")
+	adaptertest.PanicIf(r.Header.Get, "after")
 })
 
 // harness builds net/http apps for the shared suite: a ServeMux, with the
 // per-route middlewares wrapping their routes' handlers inside it.
 var harness = adaptertest.Harness{
+	Name: "nethttp.New",
 	New: func(tb testing.TB, l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (adaptertest.App, error) {
 		mw, err := newMiddleware(l, rules, s)
 		if _, werr := nethttp.Wrap(ok, l, rules, options(s)...); (werr == nil) != (err == nil) {
@@ -111,17 +115,17 @@ func TestWrap(t *testing.T) {
 // too.
 func TestNilOptions(t *testing.T) {
 	opts := map[string]nethttp.Option{
-		"nil option":         nil,
-		"nil skip":           nethttp.WithSkip(nil),
-		"nil route":          nethttp.WithRoute(nil),
-		"nil denied handler": nethttp.WithDeniedHandler(nil),
-		"nil error handler":  nethttp.WithErrorHandler(nil),
+		adaptertest.NilOption: nil,
+		"WithSkip":            nethttp.WithSkip(nil),
+		"WithRoute":           nethttp.WithRoute(nil),
+		"WithDeniedHandler":   nethttp.WithDeniedHandler(nil),
+		"WithErrorHandler":    nethttp.WithErrorHandler(nil),
 	}
-	adaptertest.RejectsOptions(t, "nethttp", nethttp.New, nethttp.MustNew, opts)
+	adaptertest.RejectsOptions(t, "nethttp.New", nethttp.New, nethttp.MustNew, opts)
 	l, _ := adaptertest.NewLimiter(t)
 	for name, opt := range opts {
-		if _, err := nethttp.Wrap(ok, l, []core.Rule{adaptertest.FixedRule("default", 1)}, opt); err == nil {
-			t.Errorf("Wrap with a %s succeeded, want an error", name)
+		if _, err := nethttp.Wrap(ok, l, []core.Rule{adaptertest.FixedRule("default", 1)}, opt); err == nil || !strings.HasPrefix(err.Error(), "nethttp.Wrap: ") {
+			t.Errorf("Wrap with %s: %v, want an error that names nethttp.Wrap", name, err)
 		}
 	}
 }

@@ -8,10 +8,29 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// maxEntries bounds the mapping entries one document may make the decoder
-// visit, merges counted each time they apply: aliases can make a small
-// document expand exponentially.
-const maxEntries = 1 << 18
+// MaxSize is the largest document, in bytes, that [Parse] and [Load] read:
+// ruleconf refuses a larger one with an error wrapping [ErrTooLarge].
+const MaxSize = 4 << 20
+
+// Node budget: the decoder visits at most baseNodes nodes plus one for
+// every bytesPerNode bytes of the document, counting each node at every
+// place an alias or merge key brings it (see the package documentation's
+// Bounds). A document without aliases never comes near it: each of its
+// nodes is visited once, and costs at least two bytes ("a," or "{}").
+const (
+	baseNodes    = 1 << 18
+	bytesPerNode = 2
+)
+
+// nodeBudget returns the nodes the decoder may visit for a document of
+// size bytes.
+func nodeBudget(size int) int { return baseNodes + size/bytesPerNode }
+
+// tooLarge is an error wrapping ErrTooLarge, which says why itself.
+type tooLarge string
+
+func (e tooLarge) Error() string { return string(e) }
+func (e tooLarge) Unwrap() error { return ErrTooLarge }
 
 // maxMergeDepth bounds merges within merges.
 const maxMergeDepth = 16
@@ -20,7 +39,21 @@ const maxMergeDepth = 16
 type decoder struct {
 	reg    *Registry
 	file   string
-	budget int // entries still to visit
+	size   int // the document's bytes
+	budget int // nodes still to visit
+}
+
+// visit spends n of the node budget, and returns an error about node at
+// once it is spent: every loop over nodes calls it for the nodes it is
+// about to visit, so that the decoder's work is bounded by the budget
+// whatever the document's aliases expand to.
+func (d *decoder) visit(at *yaml.Node, rule, field string, n int) error {
+	if d.budget -= n; d.budget < 0 {
+		return d.wrap(at, rule, field, tooLarge(fmt.Sprintf(
+			"the document is too large: its aliases and merge keys expand to more than the %d nodes a document of %d bytes may have",
+			nodeBudget(d.size), d.size)))
+	}
+	return nil
 }
 
 // errorf returns an *Error about node n.
@@ -79,6 +112,10 @@ func (d *decoder) entries(n *yaml.Node, rule, field string, depth int) ([]entry,
 	if depth > maxMergeDepth {
 		return nil, d.errorf(n, rule, field, "merges nested more than %d deep", maxMergeDepth)
 	}
+	// the mapping itself, even empty, and each of its keys and values
+	if err := d.visit(n, rule, field, 1+len(n.Content)); err != nil {
+		return nil, err
+	}
 	own := make(map[string]*yaml.Node, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
@@ -96,9 +133,6 @@ func (d *decoder) entries(n *yaml.Node, rule, field string, depth int) ([]entry,
 	out := make([]entry, 0, len(own))
 	seen := make(map[string]bool, len(own))
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if d.budget--; d.budget < 0 {
-			return nil, d.errorf(n, rule, field, "the document's merges expand past %d entries", maxEntries)
-		}
 		k, v := n.Content[i], n.Content[i+1]
 		if k.ShortTag() != "!!merge" {
 			out = append(out, entry{key: k.Value, kline: k, value: v})
@@ -107,6 +141,10 @@ func (d *decoder) entries(n *yaml.Node, rule, field string, depth int) ([]entry,
 		}
 		merged, err := d.merged(v, rule, field, depth)
 		if err != nil {
+			return nil, err
+		}
+		// each entry merged in is one more node visited here
+		if err := d.visit(v, rule, field, len(merged)); err != nil {
 			return nil, err
 		}
 		for _, e := range merged {
@@ -126,6 +164,9 @@ func (d *decoder) merged(v *yaml.Node, rule, field string, depth int) ([]entry, 
 	srcs := []*yaml.Node{v}
 	if v.Kind == yaml.SequenceNode {
 		srcs = v.Content
+	}
+	if err := d.visit(v, rule, field, len(srcs)); err != nil {
+		return nil, err
 	}
 	var out []entry
 	for _, src := range srcs {

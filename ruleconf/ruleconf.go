@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -21,6 +22,11 @@ const DefaultPeriod = time.Minute
 // ErrNoRule is returned, wrapped with the rule's name, by [Select] and
 // [Reload] for a rule the document does not define.
 var ErrNoRule = errors.New("ruleconf: no such rule")
+
+// ErrTooLarge is wrapped by the [*Error] of a document larger than
+// [MaxSize], or whose aliases and merges expand to more nodes than its
+// size pays for (see the package documentation's Bounds).
+var ErrTooLarge = errors.New("ruleconf: document too large")
 
 // Registry is what a document's rules may refer to by name: the key
 // functions and the plan function of the application. Build one at start
@@ -93,11 +99,11 @@ func (e *Error) Error() string {
 	b = append(b, ": "...)
 	if e.Rule != "" {
 		b = append(b, "rule "...)
-		b = strconv.AppendQuote(b, e.Rule)
+		b = strconv.AppendQuote(b, clip(e.Rule))
 		b = append(b, ": "...)
 	}
 	if e.Field != "" {
-		b = append(b, e.Field...)
+		b = append(b, clip(e.Field)...)
 		b = append(b, ": "...)
 	}
 	if e.Err == nil {
@@ -108,6 +114,24 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
+
+// maxNameInError bounds how much of a rule's name or a field's path an
+// error message quotes: a document may hold names of any length, and a
+// message is a line of a log.
+const maxNameInError = 2 * core.MaxNameLen
+
+// clip returns s, or its first maxNameInError bytes (whole UTF-8
+// sequences) followed by "...".
+func clip(s string) string {
+	if len(s) <= maxNameInError {
+		return s
+	}
+	cut := maxNameInError
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
 
 // Parse returns the rules of a YAML or JSON document (see the package
 // documentation for its format), in the document's order, each with its
@@ -123,9 +147,15 @@ func Parse(data []byte, reg Registry) ([]core.Rule, error) {
 	return parse(data, &reg, "")
 }
 
-// Load is [Parse] of the file at path; its errors name the file.
+// Load is [Parse] of the file at path; its errors name the file. It reads
+// no more than one byte past [MaxSize].
 func Load(path string, reg Registry) ([]core.Rule, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +205,10 @@ func parse(data []byte, reg *Registry, file string) ([]core.Rule, error) {
 	if err := reg.check(); err != nil {
 		return nil, err
 	}
-	d := &decoder{reg: reg, file: file, budget: maxEntries}
+	if len(data) > MaxSize {
+		return nil, &Error{File: file, Err: tooLarge(fmt.Sprintf("the document is too large: %d bytes, more than the %d a rules file may have", len(data), MaxSize))}
+	}
+	d := &decoder{reg: reg, file: file, size: len(data), budget: nodeBudget(len(data))}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
 	if err := dec.Decode(&root); err != nil {

@@ -441,13 +441,16 @@ func ceilSeconds(d time.Duration) int64 {
 func policyWindow(l core.Limit) int64 {
 	w := l.Period
 	if l.Algorithm == core.GCRA {
-		// units are spaced by period / rate, rounded up to the µs, as
-		// core's scripts space them
-		us := l.Period.Microseconds()
-		interval := (us + int64(l.Rate) - 1) / int64(l.Rate)
-		w = time.Duration(interval*int64(l.Burst)) * time.Microsecond
+		w = gcraInterval(l) * time.Duration(l.Burst)
 	}
 	return max(1, ceilSeconds(w))
+}
+
+// gcraInterval returns the spacing of a GCRA limit's units: period / rate,
+// rounded up to the µs, as core's scripts space them.
+func gcraInterval(l core.Limit) time.Duration {
+	us := l.Period.Microseconds()
+	return time.Duration((us+int64(l.Rate)-1)/int64(l.Rate)) * time.Microsecond
 }
 
 // appendSFString appends s as a structured-field string (RFC 8941 §3.3.3).

@@ -67,7 +67,15 @@ type Config struct {
 	// such as 401 from a login handler. Its unit is spent (reserved) before
 	// the next handler runs, so that concurrent requests cannot overrun
 	// it, and given back ([core.Limiter.Refund]) when the handler's answer
-	// is not to count. The adapter reports the status ([Middleware.Done]).
+	// is not to count. The status counted is the first one the answer
+	// sends: a handler that answers 401 and then panics has answered 401;
+	// one that panics before answering counts as a 500. The header fields
+	// of an answer that does not count describe the quota once its unit is
+	// given back, so they are set when its status goes out (the rule's cost
+	// function is called once more, to know how much comes back); when
+	// middlewares are stacked, such a middleware's IETF items follow those
+	// of the middlewares inside it. The adapter follows the answer with a
+	// [Tally].
 	CountOnly map[string]func(status int) bool
 }
 
@@ -94,8 +102,18 @@ type Middleware struct {
 // must be printable ASCII, as structured-field strings are. With
 // [Config.Rules] set, rules must be empty: the set holds them.
 func New(l *core.Limiter, rules []core.Rule, cfg Config) (*Middleware, error) {
+	m, err := newMiddleware(l, rules, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("adapter.New: %w", err)
+	}
+	return m, nil
+}
+
+// newMiddleware is [New], with errors that do not name it: an adapter's
+// constructor names itself ([Build]).
+func newMiddleware(l *core.Limiter, rules []core.Rule, cfg Config) (*Middleware, error) {
 	if l == nil {
-		return nil, errors.New("ratekit: adapter.New: nil Limiter")
+		return nil, errors.New("nil Limiter")
 	}
 	if err := cfg.validate(rules); err != nil {
 		return nil, err
@@ -131,14 +149,14 @@ func New(l *core.Limiter, rules []core.Rule, cfg Config) (*Middleware, error) {
 func (cfg *Config) validate(rules []core.Rule) error {
 	if cfg.Rules != nil {
 		if len(rules) > 0 {
-			return errors.New("ratekit: rules given both to New and in a RuleSet")
+			return errors.New("rules given both to New and in a RuleSet")
 		}
 	} else if _, err := core.NewRuleSet(rules); err != nil {
 		return err
 	}
 	for name, count := range cfg.CountOnly {
 		if count == nil {
-			return fmt.Errorf("ratekit: CountOnly: rule %q: %w", name, ErrNilFunc)
+			return fmt.Errorf("CountOnly: rule %q: %w", name, ErrNilFunc)
 		}
 		if cfg.Rules == nil && !slices.ContainsFunc(rules, func(r core.Rule) bool { return r.Name == name }) {
 			return fmt.Errorf("%w: CountOnly names rule %q, which the middleware does not have", core.ErrInvalidName, name)
@@ -146,11 +164,11 @@ func (cfg *Config) validate(rules []core.Rule) error {
 	}
 	switch {
 	case cfg.Headers >= numHeaderStyles:
-		return fmt.Errorf("ratekit: unknown header style %d", cfg.Headers)
+		return fmt.Errorf("unknown header style %d", cfg.Headers)
 	case cfg.NoIdentity >= numNoIdentityPolicies:
-		return fmt.Errorf("ratekit: unknown no-identity policy %d", cfg.NoIdentity)
+		return fmt.Errorf("unknown no-identity policy %d", cfg.NoIdentity)
 	case cfg.FailClosedStatus != 0 && (cfg.FailClosedStatus < 400 || cfg.FailClosedStatus > 599):
-		return fmt.Errorf("ratekit: fail-closed status %d is not a 4xx or 5xx status", cfg.FailClosedStatus)
+		return fmt.Errorf("fail-closed status %d is not a 4xx or 5xx status", cfg.FailClosedStatus)
 	}
 	return cfg.Draft.Validate()
 }
@@ -220,6 +238,12 @@ type Outcome struct {
 	// Body is the default problem+json body ([ProblemContentType]) for
 	// Status, nil when the request proceeds. It is shared: never modify it.
 	Body []byte
+
+	// costs holds, for a request that proceeds under rules that count
+	// only some answers, the units each result spent of such a rule (0 for
+	// the others), in the order of Decision.Results: what a refund gives
+	// back, for the fields of an answer that does not count.
+	costs []int32
 }
 
 // Proceed reports whether the request may go on to the next handler.
@@ -254,7 +278,11 @@ func (m *Middleware) Handle(req core.Request) Outcome {
 	}
 	switch {
 	case err == nil && d.Allowed:
-		return Outcome{Decision: d, Headers: m.headers(d, sc)}
+		o := Outcome{Decision: d, Headers: m.headers(d, sc)}
+		if m.Counting() {
+			o.costs = m.countOnlyCosts(req, rules, d, sc)
+		}
+		return o
 	case err == nil:
 		o := Outcome{Status: http.StatusTooManyRequests, Decision: d, Headers: m.headers(d, sc), Body: m.limited}
 		if d.Limiting >= 0 && d.Results[d.Limiting].Never() {
@@ -276,6 +304,7 @@ func (m *Middleware) Handle(req core.Request) Outcome {
 // whose fields fit it allocates nothing else for them.
 type scratch struct {
 	results [scratchRules]core.RuleResult
+	costs   [scratchRules]int32
 	vals    httpValues
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -290,8 +291,16 @@ func TestNewInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := adapter.New(tt.l, tt.rules, tt.cfg); err == nil {
-				t.Error("New succeeded, want an error")
+			if _, err := adapter.New(tt.l, tt.rules, tt.cfg); err == nil || !strings.HasPrefix(err.Error(), "adapter.New: ") {
+				t.Errorf("New: %v, want an error that names adapter.New", err)
+			}
+			// an adapter's constructor names itself, and nothing else
+			_, _, err := adapter.Build[struct{}]("mylimit.New", tt.l, tt.rules, []adapter.Option[struct{}]{func(s *adapter.Settings[struct{}]) error {
+				s.Config = tt.cfg
+				return nil
+			}})
+			if err == nil || !strings.HasPrefix(err.Error(), "mylimit.New: ") || strings.Contains(err.Error(), "adapter.New") {
+				t.Errorf("Build: %v, want an error that names mylimit.New alone", err)
 			}
 		})
 	}

@@ -27,17 +27,18 @@ type Settings[H any] struct {
 //	func WithHeaders(style adapter.HeaderStyle) Option { return adapter.WithHeaders[hooks](style) }
 type Option[H any] func(*Settings[H]) error
 
-// Apply applies opts in order and returns the settings. It returns an error,
-// prefixed with pkg (the adapter's package name), for a nil option and for
-// any option's error. The Config is validated by [New].
-func Apply[H any](pkg string, opts []Option[H]) (Settings[H], error) {
+// Apply applies opts in order and returns the settings. It returns an
+// error, prefixed with fn (the adapter's constructor, such as
+// "ginlimit.New"), for a nil option and for any option's error. The Config
+// is validated by [New].
+func Apply[H any](fn string, opts []Option[H]) (Settings[H], error) {
 	var s Settings[H]
 	for _, o := range opts {
 		if o == nil {
-			return s, fmt.Errorf("%s: nil option", pkg)
+			return s, fmt.Errorf("%s: nil option", fn)
 		}
 		if err := o(&s); err != nil {
-			return s, fmt.Errorf("%s: %w", pkg, err)
+			return s, fmt.Errorf("%s: %w", fn, err)
 		}
 	}
 	return s, nil
@@ -95,8 +96,10 @@ func WithRuleSet[H any](set *core.RuleSet) Option[H] {
 // rule's unit is reserved before the next handler runs and given back when
 // the answer does not count, so that concurrent requests never overrun the
 // limit; a request denied while others hold reservations that are given
-// back later was denied all the same. Given twice for one rule, the last
-// wins.
+// back later was denied all the same. The status counted is the first the
+// answer sends, and an answer that does not count carries the header
+// fields of the quota after the refund ([Config.CountOnly]). Given twice
+// for one rule, the last wins.
 func WithCountOnly[H any](rule string, count func(status int) bool) Option[H] {
 	return func(s *Settings[H]) error {
 		if count == nil {

@@ -14,6 +14,9 @@ import (
 // its framework around its middleware. Each adapter's tests write one, in
 // their framework's own terms, and pass it to [Run].
 type Harness struct {
+	// Name is the adapter's constructor as its errors name it, such as
+	// "ginlimit.New".
+	Name string
 	// New makes a middleware with the adapter's New (its MustNew when
 	// s.Must) from l, rules and the options s describes, and returns an
 	// app that serves GET / and GET /healthz behind it, each answering 200
@@ -102,11 +105,20 @@ type Response struct {
 }
 
 // HTTPApp returns the App of a net/http handler, such as a ServeMux, a
-// *gin.Engine or an *echo.Echo.
+// *gin.Engine or an *echo.Echo. A handler's [ErrPanic] ends its answer with
+// what it wrote, as net/http's server does (which also cuts the
+// connection).
 func HTTPApp(h http.Handler) App {
 	return func(r *http.Request) Response {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
+		func() {
+			defer func() {
+				if p := recover(); p != nil && p != ErrPanic {
+					panic(p)
+				}
+			}()
+			h.ServeHTTP(w, r)
+		}()
 		resp := w.Result()
 		body, _ := io.ReadAll(resp.Body) // a recorder's body cannot fail
 		return Response{resp.StatusCode, resp.Header, string(body)}

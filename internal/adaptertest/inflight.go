@@ -23,6 +23,9 @@ import (
 // middleware (package inflight): how to build an app of its framework
 // around it.
 type InFlightHarness struct {
+	// Name is the constructor as its errors name it, such as
+	// "ginlimit.InFlight".
+	Name string
 	// New makes the adapter's concurrency middleware (its Must form when
 	// s.Must) of l and rule, with the options s describes, and returns an
 	// app that serves GET / and GET /healthz behind it. Each calls
@@ -412,8 +415,8 @@ func testInFlightInvalid(t *testing.T, h InFlightHarness) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := h.New(t, tt.l, tt.rule, InFlightSetup{}); err == nil {
-				t.Error("no error")
+			if _, err := h.New(t, tt.l, tt.rule, InFlightSetup{}); err == nil || !strings.HasPrefix(err.Error(), h.Name+": ") {
+				t.Errorf("%v, want an error that names %s", err, h.Name)
 			}
 			defer func() {
 				if recover() == nil {
@@ -425,10 +428,11 @@ func testInFlightInvalid(t *testing.T, h InFlightHarness) {
 	}
 }
 
-// InFlightRejectsOptions checks that the concurrency middleware of package
-// pkg (made by newFn, or mustNew) rejects each of opts with an error that
-// pkg names, and that its Must form panics.
-func InFlightRejectsOptions[O, M any](t *testing.T, pkg string,
+// InFlightRejectsOptions checks that the concurrency middleware made by
+// constructor fn (newFn, or mustNew) rejects each of opts, named as
+// [RejectsOptions] names them, with an error that starts with fn and
+// names the option, and that its Must form panics.
+func InFlightRejectsOptions[O, M any](t *testing.T, fn string,
 	newFn func(*inflight.Limiter, inflight.Rule, ...O) (M, error),
 	mustNew func(*inflight.Limiter, inflight.Rule, ...O) M,
 	opts map[string]O,
@@ -436,9 +440,8 @@ func InFlightRejectsOptions[O, M any](t *testing.T, pkg string,
 	l, _ := NewInFlightLimiter(t)
 	for name, opt := range opts {
 		t.Run(name, func(t *testing.T) {
-			if _, err := newFn(l, InFlightRule("r", 1), opt); err == nil || !strings.HasPrefix(err.Error(), pkg+": ") {
-				t.Errorf("InFlight: %v, want an error from %s", err, pkg)
-			}
+			_, err := newFn(l, InFlightRule("r", 1), opt)
+			checkRejected(t, fn, name, err)
 			defer func() {
 				if recover() == nil {
 					t.Error("the Must form did not panic")

@@ -22,6 +22,25 @@ const AnswerStatusHeader = "X-Answer-Status"
 // return errors; the others answer it as [AnswerStatusHeader] does.
 const AnswerErrorHeader = "X-Answer-Error"
 
+// AnswerPanicHeader, on a request to GET / of an app that [Harness.New]
+// makes, makes the handler panic with [ErrPanic]: "before" it answers, or
+// "after" it has answered (written its status and body, or, in Fiber,
+// set them), as [PanicIf] does.
+const AnswerPanicHeader = "X-Answer-Panic"
+
+// ErrPanic is the value a handler panics with when a request asks it to
+// ([AnswerPanicHeader]); [HTTPApp] recovers it, as a server would.
+var ErrPanic = errors.New("adaptertest: the handler panics, as asked")
+
+// PanicIf panics with [ErrPanic] if the request whose header reads as header
+// asks for a panic at this point of its handler: when is "before" or
+// "after".
+func PanicIf(header func(string) string, when string) {
+	if header(AnswerPanicHeader) == when {
+		panic(ErrPanic)
+	}
+}
+
 // AnswerStatus returns the status that the request r asks GET / to answer
 // with, 200 when it asks none, and whether it asks for an error.
 func AnswerStatus(header func(string) string) (status int, asError bool) {
@@ -118,6 +137,72 @@ func testCountOnly(t *testing.T, h Harness) {
 	}
 	if _, err := h.New(t, l, rules, Setup{Config: configWith(nil, map[string]func(int) bool{"nope": only401["login"]})}); !errors.Is(err, core.ErrInvalidName) {
 		t.Errorf("CountOnly of a rule the middleware lacks: %v, want ErrInvalidName", err)
+	}
+}
+
+// A handler that answers 401 and then panics has answered 401: the
+// attempt counts, whatever the panic makes of the rest of the answer. One
+// that panics before it answers has answered nothing, counted as a 500,
+// which the rule does not count.
+func testCountOnlyPanic(t *testing.T, h Harness) {
+	l, _ := NewLimiter(t)
+	only401 := map[string]func(int) bool{"login": func(s int) bool { return s == http.StatusUnauthorized }}
+	app := build(t, h, l, []core.Rule{FixedRule("login", 3)}, Setup{Config: configWith(nil, only401)})
+	panicking := func(when string) {
+		r := NewRequest(http.MethodGet, "/", "a")
+		r.Header.Set(AnswerStatusHeader, strconv.Itoa(http.StatusUnauthorized))
+		r.Header.Set(AnswerPanicHeader, when)
+		app(r)
+	}
+	for range 3 {
+		panicking("before")
+	}
+	if got, want := getAnswering(app, "a", http.StatusUnauthorized, false).Status, http.StatusUnauthorized; got != want {
+		t.Fatalf("after three panics before any answer: status %d, want %d (nothing counted)", got, want)
+	}
+	for range 2 {
+		panicking("after")
+	}
+	var got []int
+	for range 3 {
+		got = append(got, getAnswering(app, "a", http.StatusUnauthorized, false).Status)
+	}
+	if want := "[429 429 429]"; fmt.Sprint(got) != want {
+		t.Errorf("after a 401 and two 401s followed by a panic, under 3: %v, want %s (every 401 counted)", got, want)
+	}
+}
+
+// The answer that a count-only rule does not count carries the fields of
+// the quota once its unit is given back: they are computed when its status
+// is known, before it goes out. An answer that counts carries the quota
+// it spent.
+func testCountOnlyHeaders(t *testing.T, h Harness) {
+	l, _ := NewLimiter(t)
+	only401 := map[string]func(int) bool{"login": func(s int) bool { return s == http.StatusUnauthorized }}
+	rules := []core.Rule{FixedRule("global", 100), FixedRule("login", 3)}
+	app := build(t, h, l, rules, Setup{Config: configWith(nil, only401)})
+	for i, tt := range []struct {
+		status  int
+		asError bool
+		want    map[string]string
+	}{
+		// a right answer from a fresh client: the login quota is full again
+		{http.StatusNoContent, false, map[string]string{"RateLimit": `"global";r=99;t=30, "login";r=3;t=0`, "X-RateLimit-Remaining": "99", "X-RateLimit-Limit": "100"}},
+		{http.StatusUnauthorized, false, map[string]string{"RateLimit": `"global";r=98;t=30, "login";r=2;t=30`, "X-RateLimit-Remaining": "2", "X-RateLimit-Limit": "3"}},
+		{http.StatusNoContent, false, map[string]string{"RateLimit": `"global";r=97;t=30, "login";r=2;t=30`, "X-RateLimit-Remaining": "2"}},
+		{http.StatusForbidden, true, map[string]string{"RateLimit": `"global";r=96;t=30, "login";r=2;t=30`, "X-RateLimit-Remaining": "2"}},
+		{http.StatusUnauthorized, true, map[string]string{"RateLimit": `"global";r=95;t=30, "login";r=1;t=30`, "X-RateLimit-Remaining": "1"}},
+		{http.StatusOK, false, map[string]string{"RateLimit": `"global";r=94;t=30, "login";r=1;t=30`, "X-RateLimit-Remaining": "1"}},
+	} {
+		r := getAnswering(app, "a", tt.status, tt.asError)
+		if r.Status != tt.status {
+			t.Fatalf("answer %d: status %d, want %d", i+1, r.Status, tt.status)
+		}
+		for name, want := range tt.want {
+			if got := r.Header.Get(name); got != want {
+				t.Errorf("answer %d (%d): %s %q, want %q", i+1, tt.status, name, got, want)
+			}
+		}
 	}
 }
 

@@ -43,6 +43,8 @@ func Run(t *testing.T, h Harness) {
 		{"RuleSet", testRuleSet},
 		{"CountOnly", testCountOnly},
 		{"CountOnlyConcurrent", testCountOnlyConcurrent},
+		{"CountOnlyPanic", testCountOnlyPanic},
+		{"CountOnlyHeaders", testCountOnlyHeaders},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, h) })
@@ -434,8 +436,8 @@ func testNewInvalid(t *testing.T, h Harness) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := h.New(t, tt.l, tt.rules, Setup{Config: tt.cfg}); err == nil {
-				t.Error("New succeeded, want an error")
+			if _, err := h.New(t, tt.l, tt.rules, Setup{Config: tt.cfg}); err == nil || !strings.HasPrefix(err.Error(), h.Name+": ") {
+				t.Errorf("New: %v, want an error that names %s", err, h.Name)
 			}
 			defer func() {
 				if recover() == nil {
@@ -447,10 +449,16 @@ func testNewInvalid(t *testing.T, h Harness) {
 	}
 }
 
-// RejectsOptions checks that an adapter rejects each of opts (a nil
-// option, options given a nil function): its New, passed as newFn, returns
-// an error that starts with pkg, and its MustNew panics.
-func RejectsOptions[O, M any](t *testing.T, pkg string,
+// NilOption is the name under which [RejectsOptions] and
+// [InFlightRejectsOptions] take a nil option.
+const NilOption = "nil option"
+
+// RejectsOptions checks that an adapter rejects each of opts: a nil
+// option (named [NilOption]), and options given a nil function or meant
+// for another middleware, each named as its constructor is, such as
+// "WithSkip". The adapter's constructor fn, passed as newFn, returns an
+// error that starts with fn and names the option, and its MustNew panics.
+func RejectsOptions[O, M any](t *testing.T, fn string,
 	newFn func(*core.Limiter, []core.Rule, ...O) (M, error),
 	mustNew func(*core.Limiter, []core.Rule, ...O) M,
 	opts map[string]O,
@@ -459,9 +467,8 @@ func RejectsOptions[O, M any](t *testing.T, pkg string,
 	rules := []core.Rule{FixedRule("default", 1)}
 	for name, opt := range opts {
 		t.Run(name, func(t *testing.T) {
-			if _, err := newFn(l, rules, opt); err == nil || !strings.HasPrefix(err.Error(), pkg+": ") {
-				t.Errorf("New: %v, want an error from %s", err, pkg)
-			}
+			_, err := newFn(l, rules, opt)
+			checkRejected(t, fn, name, err)
 			defer func() {
 				if recover() == nil {
 					t.Error("MustNew did not panic")
@@ -469,5 +476,14 @@ func RejectsOptions[O, M any](t *testing.T, pkg string,
 			}()
 			mustNew(l, rules, opt)
 		})
+	}
+}
+
+// checkRejected reports unless err is an error of constructor fn that
+// names the option name.
+func checkRejected(t *testing.T, fn, name string, err error) {
+	t.Helper()
+	if err == nil || !strings.HasPrefix(err.Error(), fn+": ") || !strings.Contains(err.Error(), name) {
+		t.Errorf("%v, want an error that starts %q and names %s", err, fn+": ", name)
 	}
 }

@@ -10,10 +10,20 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/nethttp"
 )
 
 // Admin routes, served when ADMIN_TOKEN is set, to requests with
-// "Authorization: Bearer <ADMIN_TOKEN>", and never limited.
+// "Authorization: Bearer <ADMIN_TOKEN>". No rate limit applies to them, but
+// wrong tokens are throttled per client IP, as wrong passwords are
+// ([Rules.Admin]): once a client has sent as many wrong tokens as the
+// login limit allows per period, every request of it that carries a token
+// is answered 429 until the quota refills, the right token included
+// (checking it would tell a guesser which guess is right). The right token
+// spends nothing: a client that guessed nothing is never limited (but for
+// a moment, when it sends more requests with tokens at once than the login
+// limit: each holds a unit until its token is checked). A request without
+// a token guesses nothing, and is answered 401 uncounted.
 const (
 	// AdminQuotaPath answers GET ?rule=R&identity=I with the identity's
 	// quota under the rule, as JSON ([Quota]), without spending it.
@@ -36,16 +46,17 @@ type Quota struct {
 	ResetAfter int64 `json:"reset_after_seconds"`
 }
 
-// Unlimited reports whether no rule limits path: /healthz, /metrics and
-// the admin routes, which health checks, Prometheus and operators call on
-// their own schedule.
+// Unlimited reports whether no rate rule limits path: /healthz, /metrics
+// and the admin routes, which health checks, Prometheus and operators call
+// on their own schedule. (The admin routes throttle wrong tokens: see
+// [AdminQuotaPath].)
 func Unlimited(path string) bool {
 	return path == HealthzPath || path == MetricsPath || strings.HasPrefix(path, "/admin/")
 }
 
 // adminHandler serves the admin routes over limiter's rules, to requests
-// that carry token.
-func adminHandler(limiter *core.Limiter, rules Rules, token string) http.Handler {
+// that carry token, and throttles wrong tokens by rules.Admin.
+func adminHandler(limiter *core.Limiter, rules Rules, token string) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+AdminQuotaPath, func(w http.ResponseWriter, r *http.Request) {
 		rule, identity, ok := adminQuery(w, r, rules)
@@ -74,7 +85,7 @@ func adminHandler(limiter *core.Limiter, rules Rules, token string) http.Handler
 		w.WriteHeader(http.StatusNoContent)
 	})
 	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	auth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ratekit admin"`)
 			adminError(w, http.StatusUnauthorized, "an admin route needs Authorization: Bearer <ADMIN_TOKEN>")
@@ -82,6 +93,16 @@ func adminHandler(limiter *core.Limiter, rules Rules, token string) http.Handler
 		}
 		mux.ServeHTTP(w, r)
 	})
+	// Each request with a token reserves a unit before the token is
+	// compared, so that concurrent guesses cannot overrun the limit; only
+	// the 401s keep it.
+	throttle, err := nethttp.New(limiter, rules.Admin,
+		nethttp.WithCountOnly(AdminRule, func(status int) bool { return status == http.StatusUnauthorized }),
+		nethttp.WithSkip(func(r *http.Request) bool { return len(r.Header.Values("Authorization")) == 0 }))
+	if err != nil {
+		return nil, err
+	}
+	return throttle(auth), nil
 }
 
 // adminQuery returns the rule and identity a request names, or answers

@@ -128,6 +128,8 @@ func TestParseErrors(t *testing.T) {
 		{[]string{"-fail", "maybe"}, nil, `-fail (FAIL) is "maybe"`},
 		{[]string{"-trusted-proxies", "10.0.0.0/8,300.1.1.1"}, nil, "-trusted-proxies (TRUSTED_PROXIES)"},
 		{[]string{"-trusted-proxies", "10.0.0.0/40"}, nil, "-trusted-proxies (TRUSTED_PROXIES)"},
+		{nil, []string{"TRUSTED_PROXIES", "0.0.0.0/0"}, `-trusted-proxies (TRUSTED_PROXIES) is "0.0.0.0/0": keyfuncs: the trusted proxies hold every address of IPv4`},
+		{[]string{"-trusted-proxies", "::/0"}, nil, "hold every address of IPv6"},
 		{[]string{"-addr", "8080"}, nil, "-addr (ADDR)"},
 		{[]string{"-redis-cluster", "10.0.0.1"}, nil, `-redis-cluster (REDIS_CLUSTER_ADDRS) node "10.0.0.1"`},
 		{[]string{"-redis", "localhost:6379", "-redis-cluster", "a:1"}, nil, "both set"},

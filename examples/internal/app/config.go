@@ -299,6 +299,9 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	if c.TrustedProxies, err = keyfuncs.ParsePrefixes(trusted); err != nil {
 		return Config{}, usagef("-trusted-proxies (TRUSTED_PROXIES) is %q: %v", trusted, err)
 	}
+	if _, err := keyfuncs.IP(keyfuncs.TrustedProxies(c.TrustedProxies...)); err != nil {
+		return Config{}, usagef("-trusted-proxies (TRUSTED_PROXIES) is %q: %v", trusted, err)
+	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		return Config{}, usagef("-addr (ADDR) is %q: want host:port, such as 127.0.0.1:8080", c.Addr)
 	}

@@ -18,6 +18,8 @@ const (
 	DefaultRule = "default"
 	StrictRule  = "strict"
 	LoginRule   = "login"
+	// AdminRule counts the wrong tokens of the admin routes.
+	AdminRule = "admin"
 )
 
 // Routes every app serves.
@@ -46,6 +48,10 @@ type Rules struct {
 	// Login holds the login rule, for a middleware on POST /login that
 	// counts only the answers [CountsAsFailure] picks.
 	Login []core.Rule
+	// Admin holds the admin rule, for a middleware on the admin routes
+	// that counts only their 401s, the answers to wrong tokens: the login
+	// limit, per client IP.
+	Admin []core.Rule
 	// Password is what POST /login accepts.
 	Password string
 }
@@ -92,8 +98,8 @@ func (c Config) KeyFunc() (core.KeyFunc, error) {
 
 // Rules returns the apps' rules: [DefaultRule] of Limit per Period and
 // [StrictRule] of StrictLimit per Period, both keyed by [Config.KeyFunc],
-// or both from RulesFile; and [LoginRule] of LoginLimit per Period, keyed
-// by client IP.
+// or both from RulesFile; and [LoginRule] and [AdminRule], each of
+// LoginLimit per Period, keyed by client IP.
 func (c Config) Rules() (Rules, error) {
 	def, strict, err := c.RateRules()
 	if err != nil {
@@ -112,7 +118,8 @@ func (c Config) Rules() (Rules, error) {
 	}
 	login := core.Limit{Rate: c.LoginLimit, Period: c.Period, Burst: c.LoginLimit, Algorithm: c.Algorithm}
 	r.Login = []core.Rule{{Name: LoginRule, Limit: login, Key: ip}}
-	if _, err := core.NewRuleSet(r.Login); err != nil {
+	r.Admin = []core.Rule{{Name: AdminRule, Limit: login, Key: ip}}
+	if _, err := core.NewRuleSet(append(slices.Clone(r.Login), r.Admin...)); err != nil {
 		return Rules{}, err
 	}
 	return r, nil

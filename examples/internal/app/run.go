@@ -43,7 +43,8 @@ type Extra struct {
 	// Metrics serves GET [MetricsPath] with -metrics.
 	Metrics http.Handler
 	// Admin serves GET [AdminQuotaPath] and POST [AdminResetPath] when
-	// ADMIN_TOKEN is set; it answers 401 itself to requests without it.
+	// ADMIN_TOKEN is set; it answers 401 itself to requests without it,
+	// and throttles wrong tokens.
 	Admin http.Handler
 }
 
@@ -151,7 +152,9 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 		return fail("cannot build the rules", err)
 	}
 	if cfg.AdminToken != "" {
-		extra.Admin = adminHandler(limiter, rules, cfg.AdminToken)
+		if extra.Admin, err = adminHandler(limiter, rules, cfg.AdminToken); err != nil {
+			return fail("cannot build the admin routes", err)
+		}
 	}
 	srv, err := build(limiter, rules, extra)
 	if err != nil {

@@ -60,9 +60,10 @@ func TestLogin(t *testing.T) {
 
 // TestAdmin checks the admin routes over a real redis-server, with two
 // instances of the app: they exist only with ADMIN_TOKEN, answer 401
-// without it and are never limited; a peek spends nothing; and a reset
-// through one instance frees a client that the other denies from its
-// denied-key cache, within a second.
+// without it and are never limited for the right token; a peek spends
+// nothing; a reset through one instance frees a client that the other
+// denies from its denied-key cache, within a second; and wrong tokens are
+// throttled per client ([checkAdminGuesses]).
 func TestAdmin(t *testing.T) {
 	skipUnsupported(t)
 	redistest.Require(t)
@@ -71,7 +72,7 @@ func TestAdmin(t *testing.T) {
 		t.Errorf("admin route without ADMIN_TOKEN: status %d, want 404", r.Status)
 	}
 	token := app.AdminTokenEnv + "=s3cret"
-	args := []string{"-redis", srv.Addr(), "-limit", "3"}
+	args := []string{"-redis", srv.Addr(), "-limit", "3", "-trusted-proxies", "127.0.0.0/8"}
 	a, b := Start(t, args, token), Start(t, args, token)
 	auth := []string{"Authorization", "Bearer s3cret"}
 	const quota = app.AdminQuotaPath + "?rule=default&identity=ip:127.0.0.1"
@@ -109,6 +110,53 @@ func TestAdmin(t *testing.T) {
 			t.Fatal("the other instance still denies the client a second after the reset")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	checkAdminGuesses(t, a.URL, b.URL)
+}
+
+// checkAdminGuesses checks that the apps at base and other, which share a
+// Redis, a token (s3cret) and the login limit of 3, throttle wrong admin
+// tokens per client, as POST /login throttles wrong passwords: three wrong
+// tokens are answered 401, and then every request with a token is
+// answered 429 with Retry-After, on both apps, the right token included
+// (else the throttle would not slow a guesser down), while a client that
+// guessed nothing is never limited, however often it calls with the right
+// token. A request without a token guesses nothing. Concurrent guesses of
+// a fresh client get exactly three answers of 401.
+func checkAdminGuesses(t *testing.T, base, other string) {
+	t.Helper()
+	const quota = app.AdminQuotaPath + "?rule=default&identity=ip:127.0.0.1"
+	from := func(client, token string) []string {
+		h := []string{"X-Forwarded-For", client}
+		if token != "" {
+			h = append(h, "Authorization", "Bearer "+token)
+		}
+		return h
+	}
+	var got []int
+	for i := range 4 {
+		got = append(got, Get(t, []string{base, other}[i%2], quota, from("203.0.113.5", fmt.Sprint("guess-", i))...).Status)
+	}
+	if want := "[401 401 401 429]"; fmt.Sprint(got) != want {
+		t.Errorf("four wrong tokens from one client: %v, want %s", got, want)
+	}
+	r := Get(t, other, quota, from("203.0.113.5", "s3cret")...)
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") == "" {
+		t.Errorf("the right token from a client that spent its guesses: status %d, Retry-After %q; want 429 with one", r.Status, r.Header.Get("Retry-After"))
+	}
+	if r := Get(t, base, quota, from("203.0.113.5", "")...); r.Status != http.StatusUnauthorized {
+		t.Errorf("no token from that client: status %d, want 401", r.Status)
+	}
+	for i := range 10 {
+		if r := Get(t, []string{base, other}[i%2], quota, from("198.51.100.8", "s3cret")...); r.Status != http.StatusOK {
+			t.Fatalf("right token #%d from a client that guessed nothing: status %d, want 200", i+1, r.Status)
+		}
+	}
+	counts := adaptertest.CountConcurrent(20, func() int {
+		return Get(t, base, quota, from("192.0.2.77", "guess")...).Status
+	})
+	if got, want := fmt.Sprint(counts), "map[401:3 429:17]"; got != want {
+		t.Errorf("20 concurrent wrong tokens: %s, want %s", got, want)
 	}
 }
 
