@@ -1,0 +1,294 @@
+// Package compat counts limits as envoyproxy/ratelimit counts them, in one
+// atomic Lua script on Redis's clock: a fixed window aligned to Unix time
+// per key, every hit added to it, over the limit or not.
+//
+// The library's own fixed window gives a denied request's units back, so
+// that a client past its limit spends nothing; envoy keeps counting them,
+// which shows in its answers after a limit is raised, when one descriptor
+// is sent with several limits, and in its statistics. [Store] is a
+// [core.Store] that keeps envoy's counting, so that a [core.Limiter] (its
+// deadline, circuit breaker and local fallback) runs over it unchanged.
+package compat
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+//go:embed compat.lua
+var source string
+
+var script = redis.NewScript(source)
+
+// Client is what the store needs of a go-redis client: a *redis.Client, a
+// *redis.ClusterClient or a failover client.
+type Client interface {
+	redis.Scripter
+	Del(ctx context.Context, keys ...string) *redis.IntCmd
+}
+
+// Store is a [core.Store] and [core.QuotaStore] whose every call runs
+// compat.lua: each check's key is a counter of the current window of its
+// limit's period, aligned to Unix time on Redis's clock, and every call
+// adds its units to it whether the limit allows them or not.
+//
+// Results differ from the library's fixed window in one way: Allowed
+// reports whether the count after the call is within the limit, as envoy
+// decides, and nothing is given back for a denial. A call of n units
+// above the limit is counted too (its RetryAfter is -1). Several checks in
+// one call are counted each apart, or, when the context carries
+// [WithStop], as envoy's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT counts
+// them.
+type Store struct {
+	client  Client
+	cluster *redis.ClusterClient
+	batch   *batcher // nil without batching
+	routed  atomic.Bool
+	reload  atomic.Int64
+	born    time.Time
+}
+
+// Options tune a Store.
+type Options struct {
+	// Batch, when above 0, lets up to that many concurrent calls share one
+	// pipelined round trip over a *redis.Client; 0 sends each call alone.
+	Batch int
+}
+
+// New returns a Store over client.
+func New(client Client, opts Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("compat: nil client")
+	}
+	s := &Store{client: client, born: time.Now()}
+	s.cluster, _ = client.(*redis.ClusterClient)
+	if c, ok := client.(*redis.Client); ok && opts.Batch > 0 {
+		s.batch = newBatcher(c, opts.Batch)
+	}
+	return s, nil
+}
+
+// Close stops the batcher: calls queued fail, later calls go alone.
+func (s *Store) Close() error {
+	if s.batch != nil {
+		s.batch.close()
+	}
+	return nil
+}
+
+// Traits tells the Limiter that calls keep their deadline over a client
+// with ContextTimeoutEnabled, and names each key's Cluster master.
+func (s *Store) Traits() core.Traits {
+	var keeps bool
+	switch c := s.client.(type) {
+	case *redis.Client:
+		keeps = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		keeps = c.Options().ContextTimeoutEnabled
+	}
+	t := core.Traits{KeepsDeadlines: keeps}
+	if s.cluster != nil {
+		t.Shard = s.shard
+	}
+	return t
+}
+
+func (s *Store) shard(key string) string {
+	if !s.routed.Load() {
+		return ""
+	}
+	c, err := s.cluster.MasterForKey(context.Background(), key)
+	if err != nil {
+		return ""
+	}
+	return c.Options().Addr
+}
+
+// Call is what the caller of one store call through a Limiter tells the
+// store and learns from it, carried by the call's context ([With]): the
+// Limiter passes context values through to its store.
+type Call struct {
+	// Stop, with Hits, counts the call as envoy's
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT counts a request's
+	// descriptors: when one would go over its limit, only those that would
+	// go over are counted. Hits replace the call's cost, per check; a hit
+	// count may be 0, to read a key without counting.
+	Stop bool
+	Hits []int64
+	// Counts receives each check's count after the call, and Answered
+	// whether the store filled it (not when the Limiter's fallback
+	// decided).
+	Counts   []int64
+	Answered bool
+}
+
+type callKey struct{}
+
+// With returns ctx carrying c to the store's next call.
+func With(ctx context.Context, c *Call) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
+
+// AllowAllN counts n units on every check's key (see [Store]).
+func (s *Store) AllowAllN(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+	c, _ := ctx.Value(callKey{}).(*Call)
+	var hits []int64
+	stop := false
+	if c != nil && c.Stop && len(c.Hits) == len(checks) {
+		hits, stop = c.Hits, true
+	}
+	res, counts, err := s.run(ctx, checks, int64(n), hits, stop)
+	if err == nil && c != nil {
+		c.Counts, c.Answered = counts, true
+	}
+	return res, err
+}
+
+// PeekAll reads each check's count without adding to it: Allowed reports
+// whether the count is within the limit, as envoy answers a descriptor
+// whose hits_addend is 0.
+func (s *Store) PeekAll(ctx context.Context, checks []core.Check) ([]core.Result, error) {
+	res, counts, err := s.run(ctx, checks, 0, nil, false)
+	if c, _ := ctx.Value(callKey{}).(*Call); err == nil && c != nil {
+		c.Counts, c.Answered = counts, true
+	}
+	return res, err
+}
+
+// RefundAllN takes n units off each check's count, down to 0.
+func (s *Store) RefundAllN(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+	for _, c := range checks {
+		err := refund.Run(ctx, s.client, []string{c.Key}, n).Err()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			s.failed(err)
+			return nil, fmt.Errorf("compat: refund: %w", err)
+		}
+	}
+	return s.PeekAll(ctx, checks)
+}
+
+var refund = redis.NewScript(`
+local c = tonumber(redis.pcall('GET', KEYS[1]))
+if not c then return 0 end
+local left = c - tonumber(ARGV[1])
+if left <= 0 then redis.call('DEL', KEYS[1]) return 0 end
+redis.call('DECRBY', KEYS[1], ARGV[1])
+return left`)
+
+// Reset deletes each key's counter.
+func (s *Store) Reset(ctx context.Context, keys ...string) error {
+	for _, k := range keys {
+		if err := s.client.Del(ctx, k).Err(); err != nil {
+			s.failed(err)
+			return fmt.Errorf("compat: reset: %w", err)
+		}
+	}
+	return nil
+}
+
+// maxHits is the largest count of one call: counts stay exact integers in
+// Lua's doubles.
+const maxHits = 1 << 52
+
+func (s *Store) run(ctx context.Context, checks []core.Check, n int64, hits []int64, stop bool) ([]core.Result, []int64, error) {
+	if len(checks) == 0 || len(checks) > 64 {
+		return nil, nil, fmt.Errorf("compat: %d checks in one call", len(checks))
+	}
+	keys := make([]string, len(checks))
+	args := make([]any, 1, 1+3*len(checks))
+	args[0] = "0"
+	if stop {
+		args[0] = "1"
+	}
+	for i, c := range checks {
+		h := n
+		if hits != nil {
+			h = hits[i]
+		}
+		if h < 0 || h > maxHits {
+			return nil, nil, fmt.Errorf("compat: %d hits in one call", h)
+		}
+		keys[i] = c.Key
+		args = append(args, c.Limit.Rate, c.Limit.Period.Milliseconds(), h)
+	}
+	var (
+		reply []int64
+		err   error
+	)
+	if s.batch != nil {
+		reply, err = s.batch.do(ctx, keys, args)
+	} else {
+		reply, err = script.Run(ctx, s.client, keys, args...).Int64Slice()
+	}
+	if err != nil {
+		s.failed(err)
+		return nil, nil, err
+	}
+	if s.cluster != nil {
+		s.routed.Store(true)
+	}
+	return results(checks, n, hits, reply)
+}
+
+// results reads the script's reply: per check, the count after the call
+// and the ms left in its window.
+func results(checks []core.Check, n int64, hits []int64, reply []int64) ([]core.Result, []int64, error) {
+	if len(reply) != 2*len(checks) {
+		return nil, nil, fmt.Errorf("%w: compat: %d integers for %d checks", core.ErrMalformedReply, len(reply), len(checks))
+	}
+	out := make([]core.Result, len(checks))
+	counts := make([]int64, len(checks))
+	for i, c := range checks {
+		count, left := reply[2*i], reply[2*i+1]
+		counts[i] = count
+		if count < 0 || left < 0 || left > c.Limit.Period.Milliseconds() {
+			return nil, nil, fmt.Errorf("%w: compat: count %d, %d ms left of %v", core.ErrMalformedReply, count, left, c.Limit.Period)
+		}
+		h := n
+		if hits != nil {
+			h = hits[i]
+		}
+		rate := int64(c.Limit.Rate)
+		wait := time.Duration(left) * time.Millisecond
+		r := core.Result{Limit: c.Limit, Allowed: count <= rate, ResetAfter: wait}
+		if r.Allowed {
+			r.Remaining = int(rate - count)
+		} else {
+			r.RetryAfter = wait
+			if h > rate {
+				r.RetryAfter = -1
+			}
+		}
+		out[i] = r
+	}
+	return out, counts, nil
+}
+
+// failed asks a Cluster client to reload its slot map after a call failed
+// for a reason of the network or a server, at most every 100 ms: go-redis
+// would send a dead master's slots to it for up to a minute.
+func (s *Store) failed(err error) {
+	if s.cluster == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !redis.HasErrorPrefix(err, "CLUSTERDOWN") && !redis.HasErrorPrefix(err, "LOADING") {
+		return
+	}
+	now := int64(time.Since(s.born))
+	last := s.reload.Load()
+	if last != 0 && now-last < int64(100*time.Millisecond) || !s.reload.CompareAndSwap(last, now) {
+		return
+	}
+	s.cluster.ReloadState(context.Background())
+}
+
+var _ core.QuotaStore = (*Store)(nil)

@@ -1,0 +1,80 @@
+// Command ratekit-server is a drop-in for envoyproxy/ratelimit: envoy's
+// rate limit gRPC API and /json, its settings and its YAML files, answered
+// as envoy answers them, with limits held exactly in Redis on Redis's
+// clock, a deadline, a circuit breaker and a local fallback when Redis
+// fails, and ratekit's algorithms (GCRA, sliding windows, several limits on
+// one descriptor) through keys of its own. See docs/gateways-envoy.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/server"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/settings"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	set, notes, err := settings.Load(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ratekit-server: settings refused:\n%v\n", err)
+		return 2
+	}
+	log := logger(set)
+	for _, n := range notes {
+		log.Warn("setting accepted, changes nothing", "setting", n)
+	}
+	srv, err := server.New(set, log)
+	if err != nil {
+		log.Error("cannot start", "error", err.Error())
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			log.Error("server failed", "error", err.Error())
+			srv.Close()
+			return 1
+		}
+		return 0
+	case <-ctx.Done():
+	}
+	log.Warn("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	<-done
+	return 0
+}
+
+// logger logs as LOG_LEVEL and LOG_FORMAT say, to stderr.
+func logger(set settings.Settings) *slog.Logger {
+	level := slog.LevelWarn
+	switch strings.ToLower(set.LogLevel) {
+	case "trace", "debug":
+		level = slog.LevelDebug
+	case "info":
+		level = slog.LevelInfo
+	case "error", "fatal", "panic":
+		level = slog.LevelError
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if strings.EqualFold(set.LogFormat, "json") {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
