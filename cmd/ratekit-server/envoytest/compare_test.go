@@ -13,13 +13,14 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/proctest"
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 // pair is envoy's server and ratekit's, each on its own redis-server, on
 // the same settings and files.
 type pair struct {
-	envoy, ratekit *Proc
+	envoy, ratekit *proctest.Proc
 	dir            string
 }
 
@@ -53,20 +54,20 @@ func startPair(t *testing.T, files map[string]string, env map[string]string) *pa
 	t.Helper()
 	redistest.Require(t)
 	dir := t.TempDir()
-	WriteConfig(t, dir, files)
+	proctest.WriteConfig(t, dir, files)
 	p := &pair{dir: dir}
 	for _, side := range []struct {
 		name string
 		bin  string
-		dst  **Proc
+		dst  **proctest.Proc
 	}{{"envoy", bins.Envoy, &p.envoy}, {"ratekit", bins.Ratekit, &p.ratekit}} {
 		rs := redistest.StartServer(t)
-		e := RuntimeEnv(dir)
+		e := proctest.RuntimeEnv(dir)
 		e["REDIS_URL"] = rs.Addr()
 		for k, v := range env {
 			e[k] = v
 		}
-		proc, err := Start(side.name, side.bin, e)
+		proc, err := proctest.Start(side.name, side.bin, e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -335,11 +336,11 @@ func TestCompareJSON(t *testing.T) {
 	}
 	for i, b := range bodies {
 		t0 := time.Now()
-		ec, eb, err := PostJSON(p.envoy.HTTP, b)
+		ec, eb, err := proctest.PostJSON(p.envoy.HTTP, b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rc, rb, err := PostJSON(p.ratekit.HTTP, b)
+		rc, rb, err := proctest.PostJSON(p.ratekit.HTTP, b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,14 +371,14 @@ func TestCompareJSON(t *testing.T) {
 func TestCompareDebugAndHealth(t *testing.T) {
 	p := startPair(t, map[string]string{"shop.yaml": mainConfig}, nil)
 	for _, path := range []string{"/healthcheck"} {
-		ec, eb, _ := Get(p.envoy.HTTP, path)
-		rc, rb, _ := Get(p.ratekit.HTTP, path)
+		ec, eb, _ := proctest.Get(p.envoy.HTTP, path)
+		rc, rb, _ := proctest.Get(p.ratekit.HTTP, path)
 		if ec != rc || eb != rb {
 			t.Fatalf("%s: envoy %d %q, ratekit %d %q", path, ec, eb, rc, rb)
 		}
 	}
-	_, eb, _ := Get(p.envoy.Debug, "/rlconfig")
-	_, rb, _ := Get(p.ratekit.Debug, "/rlconfig")
+	_, eb, _ := proctest.Get(p.envoy.Debug, "/rlconfig")
+	_, rb, _ := proctest.Get(p.ratekit.Debug, "/rlconfig")
 	if a, b := sortedLines(eb), sortedLines(rb); !reflect.DeepEqual(a, b) {
 		t.Fatalf("/rlconfig differs:\nenvoy:\n%s\nratekit:\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
 	}

@@ -181,75 +181,84 @@ type pair struct {
 	value *yaml.Node
 }
 
-// mapping returns the pairs of mapping node n, merge keys (<<) expanded,
-// refusing keys that are not strings and keys given twice.
+// mapping returns the pairs of mapping node n, merge keys (<<) expanded
+// (a key written in the mapping beats a merged one; of merged ones, the
+// first), refusing keys that are not strings and keys written twice.
 func (p *parser) mapping(n *yaml.Node, what string) ([]pair, error) {
 	if n.Kind != yaml.MappingNode {
 		return nil, p.errf(n, "%s must be a mapping, not %s", what, kindName(n))
 	}
-	var out []pair
-	seen := map[string]int{}
-	var walk func(n *yaml.Node, depth int) error
-	walk = func(n *yaml.Node, depth int) error {
-		if depth > 16 {
-			return p.errf(n, "merge keys nested too deep")
-		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			kn, err := p.deref(n.Content[i])
-			if err != nil {
-				return err
-			}
-			vn, err := p.deref(n.Content[i+1])
-			if err != nil {
-				return err
-			}
-			if kn.Kind != yaml.ScalarNode {
-				return p.errf(kn, "config error, key is not of type string")
-			}
-			k := resolve(kn)
-			if kn.Value == "<<" && k.kind == kindStr && kn.Style == 0 {
-				if err := p.merge(vn, walk, depth); err != nil {
-					return err
-				}
-				continue
-			}
-			if k.kind != kindStr {
-				return p.errf(kn, "config error, key is not of type string: %v", kn.Value)
-			}
-			if at, dup := seen[kn.Value]; dup {
-				return p.errf(kn, "key %q given twice in one mapping (first at line %d)", kn.Value, at)
-			}
-			seen[kn.Value] = kn.Line
-			out = append(out, pair{key: kn.Value, knode: kn, value: vn})
-		}
-		return nil
-	}
-	if err := walk(n, 0); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return p.mappingPairs(n, 0)
 }
 
-func (p *parser) merge(vn *yaml.Node, walk func(*yaml.Node, int) error, depth int) error {
-	switch vn.Kind {
-	case yaml.MappingNode:
-		return walk(vn, depth+1)
-	case yaml.SequenceNode:
-		for _, e := range vn.Content {
-			m, err := p.deref(e)
-			if err != nil {
-				return err
+func (p *parser) mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
+	if depth > 16 {
+		return nil, p.errf(n, "merge keys nested too deep")
+	}
+	var (
+		out    []pair
+		merged []*yaml.Node
+	)
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, err := p.deref(n.Content[i])
+		if err != nil {
+			return nil, err
+		}
+		vn, err := p.deref(n.Content[i+1])
+		if err != nil {
+			return nil, err
+		}
+		if kn.Kind != yaml.ScalarNode {
+			return nil, p.errf(kn, "config error, key is not of type string")
+		}
+		k := resolve(kn)
+		if kn.Value == "<<" && k.kind == kindStr && kn.Style == 0 {
+			merged = append(merged, vn)
+			continue
+		}
+		if k.kind != kindStr {
+			return nil, p.errf(kn, "config error, key is not of type string: %v", kn.Value)
+		}
+		if at, dup := seen[kn.Value]; dup {
+			return nil, p.errf(kn, "key %q given twice in one mapping (first at line %d)", kn.Value, at)
+		}
+		seen[kn.Value] = kn.Line
+		out = append(out, pair{key: kn.Value, knode: kn, value: vn})
+	}
+	for _, vn := range merged {
+		var sources []*yaml.Node
+		switch vn.Kind {
+		case yaml.MappingNode:
+			sources = []*yaml.Node{vn}
+		case yaml.SequenceNode:
+			for _, e := range vn.Content {
+				m, err := p.deref(e)
+				if err != nil {
+					return nil, err
+				}
+				sources = append(sources, m)
 			}
+		default:
+			return nil, p.errf(vn, "a merge key takes a mapping, not %s", kindName(vn))
+		}
+		for _, m := range sources {
 			if m.Kind != yaml.MappingNode {
-				return p.errf(m, "a merge key takes mappings, not %s", kindName(m))
+				return nil, p.errf(m, "a merge key takes mappings, not %s", kindName(m))
 			}
-			if err := walk(m, depth+1); err != nil {
-				return err
+			prs, err := p.mappingPairs(m, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			for _, pr := range prs {
+				if _, ok := seen[pr.key]; !ok {
+					seen[pr.key] = pr.knode.Line
+					out = append(out, pr)
+				}
 			}
 		}
-		return nil
 	}
-	return p.errf(vn, "a merge key takes a mapping, not %s", kindName(vn))
+	return out, nil
 }
 
 func kindName(n *yaml.Node) string {
@@ -259,7 +268,11 @@ func kindName(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		return "a " + resolve(n).kind.String()
+		if k := resolve(n).kind; k == kindInt || k == kindUint {
+			return "an int"
+		} else {
+			return "a " + k.String()
+		}
 	}
 	return "nothing"
 }

@@ -1,6 +1,8 @@
 //go:build linux
 
-package envoytest
+// Package proctest starts rate limit servers (ratekit-server, or envoy's
+// for the comparison) as processes on loopback ports, for tests.
+package proctest
 
 import (
 	"bytes"
@@ -12,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,51 +26,15 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// Binaries are the programs compared.
-type Binaries struct {
-	Envoy, EnvoyCheck, Ratekit string
-}
-
-// moduleDir is this module's directory.
-func moduleDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(file)
-}
-
-// Build builds envoy's service and config checker from the module pinned
-// in envoy/go.mod, and ratekit-server from this repository, into dir.
-func Build(dir string) (Binaries, error) {
-	b := Binaries{
-		Envoy:      filepath.Join(dir, "envoy-ratelimit"),
-		EnvoyCheck: filepath.Join(dir, "envoy-config-check"),
-		Ratekit:    filepath.Join(dir, "ratekit-server"),
-	}
-	root := moduleDir()
-	builds := []struct{ out, pkg, dir string }{
-		{b.Envoy, "github.com/envoyproxy/ratelimit/src/service_cmd", filepath.Join(root, "envoy")},
-		{b.EnvoyCheck, "github.com/envoyproxy/ratelimit/src/config_check_cmd", filepath.Join(root, "envoy")},
-		{b.Ratekit, ".", filepath.Dir(root)},
-	}
-	for _, bl := range builds {
-		cmd := exec.Command("go", "build", "-o", bl.out, bl.pkg)
-		cmd.Dir = bl.dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return b, fmt.Errorf("go build %s: %v\n%s", bl.pkg, err, out)
-		}
-	}
-	return b, nil
-}
-
 // Proc is one server process.
 type Proc struct {
-	Name                   string
+	Name                    string
 	HTTP, GRPC, Debug, Prom string
-	cmd                    *exec.Cmd
-	out                    *syncBuffer
-	conn                   *grpc.ClientConn
-	Client                 rlspb.RateLimitServiceClient
-	done                   chan struct{}
+	cmd                     *exec.Cmd
+	out                     *syncBuffer
+	conn                    *grpc.ClientConn
+	Client                  rlspb.RateLimitServiceClient
+	done                    chan struct{}
 }
 
 type syncBuffer struct {
@@ -108,6 +73,17 @@ func port(addr string) string {
 // defaults: loopback ports picked here, statsd off, text logs), and waits
 // until /healthcheck answers.
 func Start(name, bin string, env map[string]string) (*Proc, error) {
+	// a port picked free may be taken before the server binds it: retry
+	// with other ports
+	for attempt := 1; ; attempt++ {
+		p, err := start(name, bin, env)
+		if err == nil || attempt == 4 || !strings.Contains(err.Error(), "address already in use") {
+			return p, err
+		}
+	}
+}
+
+func start(name, bin string, env map[string]string) (*Proc, error) {
 	p := &Proc{Name: name, out: &syncBuffer{}, done: make(chan struct{})}
 	for _, a := range []*string{&p.HTTP, &p.GRPC, &p.Debug, &p.Prom} {
 		addr, err := FreePort()
