@@ -17,6 +17,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -136,6 +137,14 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	if len(req.GetDescriptors()) == 0 {
 		return nil, fmt.Errorf("%w: rate limit descriptor list must not be empty", ErrBadRequest)
 	}
+	if n := len(req.GetDescriptors()); n > MaxDescriptors {
+		return nil, fmt.Errorf("%w: %d descriptors in one request; at most %d", ErrBadRequest, n, MaxDescriptors)
+	}
+	for i, d := range req.GetDescriptors() {
+		if n := len(d.GetEntries()); n > MaxEntries {
+			return nil, fmt.Errorf("%w: descriptor %d has %d entries; at most %d", ErrBadRequest, i, n, MaxEntries)
+		}
+	}
 	cfg := s.cfg.Load()
 	if cfg == nil {
 		return nil, ErrNoConfig
@@ -149,6 +158,13 @@ func (s *Service) shouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 	}
 	return s.answer(req, ds), nil
 }
+
+// Bounds of one request: envoy's own filters send a handful of
+// descriptors of a few entries each.
+const (
+	MaxDescriptors = 256
+	MaxEntries     = 256
+)
 
 // maxHits bounds the hits of one descriptor: counts stay exact.
 const maxHits = 1 << 32
@@ -250,18 +266,44 @@ func (s *Service) decide(ctx context.Context, domain string, ds []descriptor) er
 			return err
 		}
 	}
+	// descriptors are counted apart, as envoy counts them: several are
+	// asked at once, so that they share a round trip, except those of one
+	// storage key, which go one after the other in request order
+	groups := map[string][]*descriptor{}
+	var order []string
 	for i := range ds {
 		d := &ds[i]
 		if d.rule == nil || d.status != nil {
 			continue
 		}
-		var err error
-		if d.limit.Algorithm == config.Compatible {
-			err = s.decideCompat(ctx, d)
-		} else {
-			err = s.decideNative(ctx, d)
+		k := d.identity + "\x00" + d.limit.Algorithm.String() + d.limit.Period.String()
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
 		}
-		if err != nil {
+		groups[k] = append(groups[k], d)
+	}
+	run := func(g []*descriptor) error {
+		for _, d := range g {
+			if err := s.decideOne(ctx, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	switch len(order) {
+	case 0:
+	case 1:
+		if err := run(groups[order[0]]); err != nil {
+			return err
+		}
+	default:
+		errs := make([]error, len(order))
+		var wg sync.WaitGroup
+		for i, k := range order {
+			wg.Go(func() { errs[i] = run(groups[k]) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
 			return err
 		}
 	}
@@ -271,6 +313,13 @@ func (s *Service) decide(ctx context.Context, domain string, ds []descriptor) er
 		}
 	}
 	return nil
+}
+
+func (s *Service) decideOne(ctx context.Context, d *descriptor) error {
+	if d.limit.Algorithm == config.Compatible {
+		return s.decideCompat(ctx, d)
+	}
+	return s.decideNative(ctx, d)
 }
 
 // request is the core.Request of one descriptor: the Limiter's key and
