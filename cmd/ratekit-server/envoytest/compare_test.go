@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -182,9 +181,6 @@ func abs(x int64) int64 {
 	}
 	return x
 }
-
-// headers lists a response's headers.
-func headers(r *rlspb.RateLimitResponse) []*corev3.HeaderValue { return r.GetResponseHeadersToAdd() }
 
 const mainConfig = `
 domain: shop

@@ -67,7 +67,7 @@ func TestMatch(t *testing.T) {
 		{[]string{"w", "prefix"}, 3, "d.w_pre*"}, // the first wildcard in file order
 		{[]string{"w", "pq"}, 4, "d.w_p*"},
 		{[]string{"w", "q"}, 0, ""},
-		{[]string{"n", "1"}, 0, ""},           // fewer entries than configured
+		{[]string{"n", "1"}, 0, ""},                // fewer entries than configured
 		{[]string{"n", "1", "m", "2"}, 5, "d.n.m"}, // exact depth
 		{[]string{"n", "1", "m", "2", "o", "3"}, 0, ""},
 		{[]string{"a", "x", "b", "y"}, 0, ""}, // more entries than configured

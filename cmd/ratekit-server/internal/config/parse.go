@@ -476,7 +476,7 @@ func (p *parser) descriptors(parent *node, parentKey string, list []*yaml.Node, 
 
 type rawDescriptor struct {
 	key, value                                    string
-	rateLimit, limits, children                   *yaml.Node
+	rateLimit, limits                             *yaml.Node
 	childList                                     []*yaml.Node
 	shadow, quota, detailed, valueToMetric, share bool
 }
