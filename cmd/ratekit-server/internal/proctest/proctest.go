@@ -215,15 +215,23 @@ func PostJSON(addr, body string) (int, string, error) {
 // RUNTIME_SUBDIRECTORY=ratelimit.
 func WriteConfig(tb testing.TB, dir string, files map[string]string) {
 	tb.Helper()
+	if err := WriteConfigDir(dir, files); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// WriteConfigDir is WriteConfig returning its error.
+func WriteConfigDir(dir string, files map[string]string) error {
 	cd := filepath.Join(dir, "ratelimit", "config")
 	if err := os.MkdirAll(cd, 0o755); err != nil {
-		tb.Fatal(err)
+		return err
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(cd, name), []byte(body), 0o644); err != nil {
-			tb.Fatal(err)
+			return err
 		}
 	}
+	return nil
 }
 
 // RuntimeEnv is the settings that make both servers read dir's files.

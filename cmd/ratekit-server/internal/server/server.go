@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	goruntime "runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -179,9 +180,15 @@ func (s *Server) limiters(reg *prometheus.Registry) error {
 func (s *Server) listen(reg *prometheus.Registry) error {
 	set := s.set
 	// gRPC
-	s.grpc = grpc.NewServer(grpc.KeepaliveParams(keepalive.ServerParameters{
-		MaxConnectionAge: set.GRPCMaxConnectionAge, MaxConnectionAgeGrace: set.GRPCMaxConnectionAgeGrace,
-	}))
+	s.grpc = grpc.NewServer(
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionAge: set.GRPCMaxConnectionAge, MaxConnectionAgeGrace: set.GRPCMaxConnectionAgeGrace,
+		}),
+		// calls run on long-lived workers, whose stacks have grown
+		// already, instead of a fresh goroutine each
+		grpc.NumStreamWorkers(uint32(4*goruntime.GOMAXPROCS(0))),
+		grpc.SharedWriteBuffer(true),
+	)
 	rlspb.RegisterRateLimitServiceServer(s.grpc, &rlsServer{svc: s.svc, stats: s.stats, log: s.log})
 	healthpb.RegisterHealthServer(s.grpc, s.health.grpc)
 	var err error

@@ -269,6 +269,17 @@ func (s *Service) decide(ctx context.Context, domain string, ds []descriptor) er
 	// descriptors are counted apart, as envoy counts them: several are
 	// asked at once, so that they share a round trip, except those of one
 	// storage key, which go one after the other in request order
+	if len(ds) == 1 {
+		if d := &ds[0]; d.rule != nil && d.status == nil {
+			if err := s.decideOne(ctx, d); err != nil {
+				return err
+			}
+		}
+		if d := &ds[0]; d.rule != nil {
+			s.record(d)
+		}
+		return nil
+	}
 	groups := map[string][]*descriptor{}
 	var order []string
 	for i := range ds {
