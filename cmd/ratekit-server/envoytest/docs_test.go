@@ -110,8 +110,14 @@ func TestGuideSettingsTable(t *testing.T) {
 	end := strings.Index(doc[start:], "\n\n") + start
 	table := doc[start:end]
 	named := map[string]bool{}
-	for _, m := range regexp.MustCompile("`([A-Z][A-Z0-9_]+)`").FindAllStringSubmatch(table, -1) {
-		named[m[1]] = true
+	for _, row := range strings.Split(table, "\n")[2:] {
+		cells := strings.Split(row, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		for _, m := range regexp.MustCompile("`([A-Z][A-Z0-9_]+)`").FindAllStringSubmatch(cells[1], -1) {
+			named[m[1]] = true
+		}
 	}
 	for _, s := range settings.Table {
 		if !named[s.Name] {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/proctest"
 )
@@ -21,7 +22,8 @@ func series(t *testing.T, addr string) map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fams, err := new(expfmt.TextParser).TextToMetricFamilies(strings.NewReader(body))
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +58,7 @@ func TestComparePrometheus(t *testing.T) {
 	for i := range 6 {
 		p.compare(t, fmt.Sprint("request ", i), req("shop", desc("path", "/checkout"), desc("path", "/x"), desc("shadow", "s"), desc("quota", "q"), desc("ip", "10.1.2.3")))
 		p.compare(t, fmt.Sprint("hits ", i), req("shop", hits(desc("file", "img/a"), 2)))
+		p.compare(t, fmt.Sprint("nested ", i), req("shop", desc("user", "u1", "plan", "free"), desc("user", "u2", "plan", "vip")))
 	}
 	p.compare(t, "error", req("", desc("path", "/x")))
 	var e, r map[string]float64
