@@ -120,6 +120,9 @@ type Limit struct {
 	Algorithm Algorithm
 	// Burst is the GCRA bucket's size (requests_per_unit unless set).
 	Burst int
+	// Proto is current_limit in answers: Name, RequestsPerUnit and Unit,
+	// built once and shared, read-only, by every answer.
+	Proto *rlspb.RateLimitResponse_RateLimit
 }
 
 // Core returns the library's limit for l; l must not be Compatible with

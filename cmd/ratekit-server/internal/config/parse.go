@@ -762,6 +762,7 @@ func (p *parser) limit(n *yaml.Node, rule *Rule, level string, first *Limit) (Li
 	if err := p.checkLimit(l, orNode(periodNode, multNode, unitNode, n)); err != nil {
 		return Limit{}, err
 	}
+	l.Proto = &rlspb.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit}
 	return l, nil
 }
 

@@ -2,6 +2,9 @@ package service
 
 import (
 	"fmt"
+	"strings"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -24,8 +27,8 @@ func metadata(req *rlspb.RateLimitRequest, violations []int, ds []descriptor) *s
 			entries = append(entries, structpb.NewStringValue(fmt.Sprintf("%s=%s", e.GetKey(), e.GetValue())))
 		}
 		f["entries"] = structpb.NewListValue(&structpb.ListValue{Values: entries})
-		if d.GetLimit() != nil {
-			f["limit"] = structpb.NewStringValue(d.GetLimit().String())
+		if l := d.GetLimit(); l != nil {
+			f["limit"] = structpb.NewStringValue(limitText(l))
 		}
 		if h := d.GetHitsAddend(); h != nil {
 			f["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
@@ -51,4 +54,18 @@ func metadata(req *rlspb.RateLimitRequest, violations []int, ds []descriptor) *s
 	}
 	fields["quotaModeEnabled"] = structpb.NewBoolValue(quota)
 	return &structpb.Struct{Fields: fields}
+}
+
+// limitText writes a descriptor's limit as envoy's metadata does, the
+// message in the protobuf text format on one line, with one space between
+// fields (the protobuf library varies its spacing from build to build).
+func limitText(l *rlv3.RateLimitDescriptor_RateLimitOverride) string {
+	var parts []string
+	if n := l.GetRequestsPerUnit(); n != 0 {
+		parts = append(parts, fmt.Sprintf("requests_per_unit:%d", n))
+	}
+	if u := l.GetUnit(); u != 0 {
+		parts = append(parts, "unit:"+u.String())
+	}
+	return strings.Join(parts, " ")
 }

@@ -231,6 +231,11 @@ func (s *Service) plan(cfg *config.Config, req *rlspb.RateLimitRequest) ([]descr
 // steer a Redis Cluster slot (braces, control bytes, over 128 bytes).
 func identity(domain string, entries []*rlv3.RateLimitDescriptor_Entry, share []string) string {
 	var b strings.Builder
+	n := len(domain)
+	for _, e := range entries {
+		n += len(e.GetKey()) + len(e.GetValue()) + 2
+	}
+	b.Grow(n)
 	escape(&b, domain)
 	for i, e := range entries {
 		b.WriteByte('|')
@@ -375,8 +380,14 @@ func (s *Service) decideCompat(ctx context.Context, d *descriptor) error {
 		return nil
 	}
 	rule := compatRule(d.limit)
-	call := &compat.Call{}
-	cctx := compat.With(ctx, call)
+	// the count after the call tells the statistics how many of several
+	// hits went over; one hit needs no count (over means over before it)
+	var call *compat.Call
+	cctx := ctx
+	if d.hits > 1 {
+		call = &compat.Call{}
+		cctx = compat.With(ctx, call)
+	}
 	req := &request{ctx: cctx, identity: d.identity, hits: int(d.hits)}
 	if d.hits == 0 {
 		r, err := s.compat.Peek(cctx, rule, d.identity)
@@ -397,10 +408,14 @@ func (s *Service) decideCompat(ctx context.Context, d *descriptor) error {
 		return s.storeError(ctx, err)
 	}
 	r := dec.Results[0]
-	d.cached = !r.Allowed && !call.Answered && !r.Degraded && s.opts.LocalCache
+	d.cached = !r.Allowed && !r.Degraded && s.opts.LocalCache && r.RetryAfter >= 0 && cachedAnswer(call)
 	d.settle(s, r.Result, call)
 	return nil
 }
+
+// cachedAnswer reports whether a denial may have come from the local
+// cache: the store did not answer the call (unknown without a Call).
+func cachedAnswer(call *compat.Call) bool { return call == nil || !call.Answered }
 
 // settle makes the cache's status of d from the result of its limit.
 func (d *descriptor) settle(s *Service, r core.Result, call *compat.Call) {
@@ -527,9 +542,13 @@ func (s *Service) windowLeft(period time.Duration) time.Duration {
 // status is the cache's status of a limited descriptor.
 func (s *Service) status(code rlspb.RateLimitResponse_Code, d *descriptor, remaining uint32, reset time.Duration) *rlspb.RateLimitResponse_DescriptorStatus {
 	secs := int64(math.Ceil(reset.Seconds()))
+	cur := d.limit.Proto
+	if cur == nil {
+		cur = &rlspb.RateLimitResponse_RateLimit{Name: d.limit.Name, RequestsPerUnit: d.limit.RequestsPerUnit, Unit: d.limit.Unit}
+	}
 	return &rlspb.RateLimitResponse_DescriptorStatus{
 		Code:               code,
-		CurrentLimit:       &rlspb.RateLimitResponse_RateLimit{Name: d.limit.Name, RequestsPerUnit: d.limit.RequestsPerUnit, Unit: d.limit.Unit},
+		CurrentLimit:       cur,
 		LimitRemaining:     remaining,
 		DurationUntilReset: &durationpb.Duration{Seconds: max(secs, 1)},
 	}

@@ -52,6 +52,7 @@ func main() {
 		levels = flag.String("c", "1,16,64,256", "concurrent calls")
 		conns  = flag.Int("conns", 8, "gRPC connections per server")
 		out    = flag.String("out", "", "markdown file whose marked section gets the table (stdout when empty)")
+		only   = flag.String("only", "", "drive only this server (envoy or ratekit), to profile it")
 	)
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "speed")
@@ -107,12 +108,17 @@ func main() {
 					order = []string{"ratekit", "envoy"}
 				}
 				for _, name := range order {
-					servers[name].run(c, hot, *dur, cl.res[name])
+					if *only == "" || *only == name {
+						servers[name].run(c, hot, *dur, cl.res[name])
+					}
 				}
 			}
 			cells = append(cells, cl)
 			fmt.Fprintln(os.Stderr, cl.line())
 		}
+	}
+	if *only != "" {
+		return
 	}
 	table := render(cells, *rounds, *dur)
 	if *out == "" {
