@@ -64,7 +64,8 @@ const OverflowKey = "_overflow_"
 // Stats holds every statistic of one server.
 type Stats struct {
 	mu    sync.Mutex
-	rules atomic.Pointer[map[string]*Rule]
+	rules sync.Map // descriptor key → *Rule
+	nkeys int      // guarded by mu
 
 	ConfigLoadSuccess Counter
 	ConfigLoadError   Counter
@@ -78,8 +79,6 @@ type Stats struct {
 // New returns empty statistics.
 func New() *Stats {
 	s := &Stats{}
-	m := map[string]*Rule{}
-	s.rules.Store(&m)
 	s.responseTime.init(defBuckets)
 	return s
 }
@@ -87,30 +86,25 @@ func New() *Stats {
 // Rule returns the counters of the descriptor key (envoy's FullKey, or its
 // detailed form), creating them on first use.
 func (s *Stats) Rule(key string) *Rule {
-	if r, ok := (*s.rules.Load())[key]; ok {
-		return r
+	if r, ok := s.rules.Load(key); ok {
+		return r.(*Rule)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := *s.rules.Load()
-	if r, ok := old[key]; ok {
-		return r
+	if r, ok := s.rules.Load(key); ok {
+		return r.(*Rule)
 	}
 	name := key
-	if len(old) >= MaxKeys {
+	if s.nkeys >= MaxKeys {
 		domain, _, _ := strings.Cut(key, ".")
 		name = domain + "." + OverflowKey
-		if r, ok := old[name]; ok {
-			return r
+		if r, ok := s.rules.Load(name); ok {
+			return r.(*Rule)
 		}
 	}
 	r := &Rule{Key: Sanitize(name)}
-	m := make(map[string]*Rule, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[name] = r
-	s.rules.Store(&m)
+	s.rules.Store(name, r)
+	s.nkeys++
 	return r
 }
 
@@ -119,9 +113,10 @@ func (s *Stats) ObserveResponse(d time.Duration) { s.responseTime.observe(d.Seco
 
 // each calls f with every rule's counters, in no order.
 func (s *Stats) each(f func(*Rule)) {
-	for _, r := range *s.rules.Load() {
-		f(r)
-	}
+	s.rules.Range(func(_, v any) bool {
+		f(v.(*Rule))
+		return true
+	})
 }
 
 var ipv4 = regexp.MustCompile(`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
