@@ -47,8 +47,8 @@ func TestOpen(t *testing.T) {
 		switch c := s.Client.(type) {
 		case *redis.Client:
 			got = "*redis.Client"
-			if o := c.Options(); !o.ContextTimeoutEnabled || o.MaxRetries != -1 {
-				t.Errorf("%v: options %+v", tc.kv, o)
+			if o := c.Options(); !o.ContextTimeoutEnabled || o.MaxRetries > 0 {
+				t.Errorf("%v: ContextTimeoutEnabled %v, MaxRetries %d", tc.kv, o.ContextTimeoutEnabled, o.MaxRetries)
 			}
 		case *redis.ClusterClient:
 			got = "*redis.ClusterClient"
