@@ -44,8 +44,18 @@ func newBatcher(c *redis.Client, parallel int) *batcher {
 	return &batcher{client: c, free: parallel}
 }
 
+// pendings recycles calls: once do returns, nothing refers to its call
+// (a leader sends on wake once and lets go; a call leaves the queue
+// before it returns).
+var pendings = sync.Pool{New: func() any { return &pending{wake: make(chan bool, 1)} }}
+
 func (b *batcher) do(ctx context.Context, keys []string, args []any) ([]int64, error) {
-	p := &pending{ctx: ctx, keys: keys, args: args, wake: make(chan bool, 1)}
+	p := pendings.Get().(*pending)
+	p.ctx, p.keys, p.args = ctx, keys, args
+	defer func() {
+		*p = pending{wake: p.wake}
+		pendings.Put(p)
+	}()
 	b.mu.Lock()
 	switch {
 	case b.closed:

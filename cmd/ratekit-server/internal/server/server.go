@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	goruntime "runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -185,8 +184,10 @@ func (s *Server) listen(reg *prometheus.Registry) error {
 			MaxConnectionAge: set.GRPCMaxConnectionAge, MaxConnectionAgeGrace: set.GRPCMaxConnectionAgeGrace,
 		}),
 		// calls run on long-lived workers, whose stacks have grown
-		// already, instead of a fresh goroutine each
-		grpc.NumStreamWorkers(uint32(4*goruntime.GOMAXPROCS(0))),
+		// already, instead of a fresh goroutine each (whose stack grows
+		// by copies on every call): enough for the calls in flight of a
+		// busy server; past them gRPC starts goroutines as usual
+		grpc.NumStreamWorkers(streamWorkers),
 		grpc.SharedWriteBuffer(true),
 	)
 	rlspb.RegisterRateLimitServiceServer(s.grpc, &rlsServer{svc: s.svc, stats: s.stats, log: s.log})
@@ -260,6 +261,10 @@ func (s *Server) serveHTTP(what, addr string, h http.Handler) error {
 	s.https = append(s.https, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second})
 	return nil
 }
+
+// streamWorkers is how many goroutines serve gRPC calls: an idle one
+// holds its stack, tens of KiB.
+const streamWorkers = 256
 
 // Addrs returns the addresses served: HTTP, gRPC, debug and, when on,
 // Prometheus.
