@@ -8,7 +8,9 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -16,12 +18,58 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/runtime"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/server"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/settings"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "check" {
+		os.Exit(check(os.Args[2:], os.Stdout))
+	}
 	os.Exit(run())
+}
+
+// check loads the files of each directory given, as the server would
+// (every file, subdirectories included), and says what is wrong with them:
+// "ratekit-server check [-merge] [-ignore-dot-files] DIR...". It exits 0
+// when every directory loads, 1 when one does not, 2 for bad arguments.
+func check(args []string, out io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	merge := fs.Bool("merge", false, "let several files add to one domain (MERGE_DOMAIN_CONFIG)")
+	dots := fs.Bool("ignore-dot-files", false, "skip dot files (RUNTIME_IGNOREDOTFILES)")
+	alg := fs.String("algorithm", "compatible", "the algorithm of limits that name none (RATEKIT_ALGORITHM)")
+	fs.SetOutput(out)
+	if err := fs.Parse(args); err != nil || fs.NArg() == 0 {
+		fmt.Fprintln(out, "usage: ratekit-server check [-merge] [-ignore-dot-files] [-algorithm A] DIR...")
+		return 2
+	}
+	a, err := config.ParseAlgorithm(*alg)
+	if err != nil {
+		fmt.Fprintln(out, err)
+		return 2
+	}
+	code := 0
+	for _, dir := range fs.Args() {
+		files, err := runtime.Source{Root: dir, IgnoreDotFiles: *dots}.Read()
+		if err != nil {
+			fmt.Fprintf(out, "%s: %v\n", dir, err)
+			code = 1
+			continue
+		}
+		c, warns, err := config.Load(files, config.Options{DefaultAlgorithm: a, MergeDomains: *merge})
+		for _, w := range warns {
+			fmt.Fprintf(out, "warning: %v\n", w.Error())
+		}
+		if err != nil {
+			fmt.Fprintln(out, err)
+			code = 1
+			continue
+		}
+		fmt.Fprintf(out, "%s: %d files, %d rate limits: ok\n", dir, len(c.Files()), c.Rules())
+	}
+	return code
 }
 
 func run() int {
