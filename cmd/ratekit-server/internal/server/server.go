@@ -325,8 +325,15 @@ func (s *Server) Shutdown(ctx context.Context) {
 	s.Close()
 }
 
-// Close releases what New built; Shutdown calls it.
+// Close releases what New built, calls in flight cut off; Shutdown
+// calls it after letting them finish.
 func (s *Server) Close() {
+	if s.grpc != nil {
+		s.grpc.Stop()
+	}
+	for _, h := range s.https {
+		_ = h.Close()
+	}
 	if s.watcher != nil {
 		_ = s.watcher.Close()
 	}
