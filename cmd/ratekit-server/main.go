@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -72,7 +73,17 @@ func check(args []string, out io.Writer) int {
 	return code
 }
 
+// gcPercent is the garbage collector's target unless GOGC says otherwise:
+// the server's heap is a few MiB of short-lived allocations, so four
+// times as much garbage between collections costs little memory and
+// saves CPU on every decision (measured with envoytest/cmd/speed: about a
+// tenth more decisions per second at 64 concurrent calls).
+const gcPercent = 400
+
 func run() int {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
 	set, notes, err := settings.Load(os.LookupEnv)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ratekit-server: settings refused:\n%v\n", err)
