@@ -31,8 +31,7 @@ type batcher struct {
 
 type pending struct {
 	ctx   context.Context
-	keys  []string
-	args  []any
+	args  []any // EVALSHA's
 	reply []int64
 	err   error
 	// wake receives false when the call is answered, true when it is
@@ -49,9 +48,9 @@ func newBatcher(c *redis.Client, parallel int) *batcher {
 // before it returns).
 var pendings = sync.Pool{New: func() any { return &pending{wake: make(chan bool, 1)} }}
 
-func (b *batcher) do(ctx context.Context, keys []string, args []any) ([]int64, error) {
+func (b *batcher) do(ctx context.Context, args []any) ([]int64, error) {
 	p := pendings.Get().(*pending)
-	p.ctx, p.keys, p.args = ctx, keys, args
+	p.ctx, p.args = ctx, args
 	defer func() {
 		*p = pending{wake: p.wake}
 		pendings.Put(p)
@@ -60,7 +59,7 @@ func (b *batcher) do(ctx context.Context, keys []string, args []any) ([]int64, e
 	switch {
 	case b.closed:
 		b.mu.Unlock()
-		return script.Run(ctx, b.client, keys, args...).Int64Slice()
+		return runScript(ctx, b.client, args)
 	case b.free > 0 && len(b.queue) == 0:
 		b.free--
 		b.mu.Unlock()
@@ -120,7 +119,7 @@ func (b *batcher) lead(p *pending, rest []*pending) {
 func (b *batcher) send(batch []*pending) {
 	if len(batch) == 1 {
 		p := batch[0]
-		p.reply, p.err = script.Run(p.ctx, b.client, p.keys, p.args...).Int64Slice()
+		p.reply, p.err = runScript(p.ctx, b.client, p.args)
 		return
 	}
 	ctx, cancel := latest(batch)
@@ -128,7 +127,8 @@ func (b *batcher) send(batch []*pending) {
 	cmds := make([]*redis.Cmd, len(batch))
 	pipe := b.client.Pipeline()
 	for i, p := range batch {
-		cmds[i] = pipe.EvalSha(ctx, script.Hash(), p.keys, p.args...)
+		cmds[i] = redis.NewCmd(ctx, p.args...)
+		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx)
 	var again []int
@@ -140,7 +140,8 @@ func (b *batcher) send(batch []*pending) {
 	if len(again) > 0 {
 		pipe := b.client.Pipeline()
 		for _, i := range again {
-			cmds[i] = pipe.Eval(ctx, source, batch[i].keys, batch[i].args...)
+			cmds[i] = redis.NewCmd(ctx, evalArgs(batch[i].args)...)
+			_ = pipe.Process(ctx, cmds[i])
 		}
 		_, _ = pipe.Exec(ctx)
 	}

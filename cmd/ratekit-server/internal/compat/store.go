@@ -15,6 +15,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,9 +30,11 @@ var source string
 var script = redis.NewScript(source)
 
 // Client is what the store needs of a go-redis client: a *redis.Client, a
-// *redis.ClusterClient or a failover client.
+// *redis.ClusterClient or a failover client. Scripts go out through
+// Process, so the client's hooks run as for any command.
 type Client interface {
 	redis.Scripter
+	Process(ctx context.Context, cmd redis.Cmder) error
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
 }
 
@@ -194,6 +197,62 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 	return nil
 }
 
+var (
+	scriptSHA = script.Hash()
+	boxedMode = map[bool]any{false: "0", true: "1"}
+	// boxed holds the boxed arguments of the limits seen, so that a call
+	// boxes none; client-chosen limits (a descriptor's own) may be many,
+	// and past boxedMax are boxed per call.
+	boxed  sync.Map // limitKey → *[2]any
+	nboxed atomic.Int32
+)
+
+const boxedMax = 1024
+
+type limitKey struct {
+	rate int
+	ms   int64
+}
+
+func boxedLimit(l core.Limit) *[2]any {
+	k := limitKey{l.Rate, l.Period.Milliseconds()}
+	if v, ok := boxed.Load(k); ok {
+		return v.(*[2]any)
+	}
+	v := &[2]any{k.rate, k.ms}
+	if nboxed.Load() < boxedMax {
+		if _, loaded := boxed.LoadOrStore(k, v); !loaded {
+			nboxed.Add(1)
+		}
+	}
+	return v
+}
+
+// processor is the Process method of go-redis's clients.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// runScript sends EVALSHA args (as run builds them), and EVAL when the
+// server does not know the script yet.
+func runScript(ctx context.Context, c processor, args []any) ([]int64, error) {
+	cmd := redis.NewCmd(ctx, args...)
+	_ = c.Process(ctx, cmd)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd = redis.NewCmd(ctx, evalArgs(args)...)
+		_ = c.Process(ctx, cmd)
+	}
+	return cmd.Int64Slice()
+}
+
+// evalArgs turns EVALSHA's arguments into EVAL's.
+func evalArgs(args []any) []any {
+	out := make([]any, len(args))
+	copy(out, args)
+	out[0], out[1] = "eval", source
+	return out
+}
+
 // maxHits is the largest count of one call: counts stay exact integers in
 // Lua's doubles.
 const maxHits = 1 << 52
@@ -202,12 +261,13 @@ func (s *Store) run(ctx context.Context, checks []core.Check, n int64, hits []in
 	if len(checks) == 0 || len(checks) > 64 {
 		return nil, nil, fmt.Errorf("compat: %d checks in one call", len(checks))
 	}
-	keys := make([]string, len(checks))
-	args := make([]any, 1, 1+3*len(checks))
-	args[0] = "0"
-	if stop {
-		args[0] = "1"
+	// EVALSHA sha numkeys key... mode (limit window hits)...
+	args := make([]any, 0, 4+4*len(checks))
+	args = append(args, "evalsha", scriptSHA, len(checks))
+	for _, c := range checks {
+		args = append(args, c.Key)
 	}
+	args = append(args, boxedMode[stop])
 	for i, c := range checks {
 		h := n
 		if hits != nil {
@@ -216,17 +276,17 @@ func (s *Store) run(ctx context.Context, checks []core.Check, n int64, hits []in
 		if h < 0 || h > maxHits {
 			return nil, nil, fmt.Errorf("compat: %d hits in one call", h)
 		}
-		keys[i] = c.Key
-		args = append(args, c.Limit.Rate, c.Limit.Period.Milliseconds(), h)
+		lim := boxedLimit(c.Limit)
+		args = append(args, lim[0], lim[1], h)
 	}
 	var (
 		reply []int64
 		err   error
 	)
 	if s.batch != nil {
-		reply, err = s.batch.do(ctx, keys, args)
+		reply, err = s.batch.do(ctx, args)
 	} else {
-		reply, err = script.Run(ctx, s.client, keys, args...).Int64Slice()
+		reply, err = runScript(ctx, s.client, args)
 	}
 	if err != nil {
 		s.failed(err)
