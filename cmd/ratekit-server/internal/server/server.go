@@ -188,7 +188,6 @@ func (s *Server) listen(reg *prometheus.Registry) error {
 		// by copies on every call): enough for the calls in flight of a
 		// busy server; past them gRPC starts goroutines as usual
 		grpc.NumStreamWorkers(streamWorkers),
-		grpc.SharedWriteBuffer(true),
 	)
 	rlspb.RegisterRateLimitServiceServer(s.grpc, &rlsServer{svc: s.svc, stats: s.stats, log: s.log})
 	healthpb.RegisterHealthServer(s.grpc, s.health.grpc)
