@@ -62,6 +62,9 @@ func startPair(t *testing.T, files map[string]string, env map[string]string) *pa
 	}{{"envoy", bins.Envoy, &p.envoy}, {"ratekit", bins.Ratekit, &p.ratekit}} {
 		rs := redistest.StartServer(t)
 		e := proctest.RuntimeEnv(dir)
+		// answers, not outages, are compared: a deadline a loaded machine
+		// meets (past the default 50 ms the local fallback would answer)
+		e["RATEKIT_TIMEOUT"] = "5s"
 		e["REDIS_URL"] = rs.Addr()
 		for k, v := range env {
 			e[k] = v
