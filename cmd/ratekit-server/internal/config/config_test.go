@@ -157,8 +157,9 @@ func TestMergeDomains(t *testing.T) {
 	}
 }
 
-// TestYAMLBomb refuses a document whose aliases expand exponentially,
-// quickly.
+// TestYAMLBomb refuses a document whose aliases expand exponentially
+// (10^29 descriptors) once the walk has visited a bounded number of
+// nodes, instead of expanding it.
 func TestYAMLBomb(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("domain: d\ndescriptors:\n  - key: l0\n    descriptors: &a0 [{key: leaf}]\n")
@@ -172,15 +173,10 @@ func TestYAMLBomb(t *testing.T) {
 		}
 		b.WriteString("]\n")
 	}
-	start := time.Now()
 	_, _, err := config.Load([]config.File{{Name: "bomb.yaml", Data: []byte(b.String())}}, config.Options{})
-	if err == nil {
-		t.Fatal("a YAML bomb loaded")
+	if err == nil || !strings.Contains(err.Error(), "excessive aliasing") {
+		t.Fatalf("a YAML bomb: %v", err)
 	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("refusing the bomb took %v", d)
-	}
-	t.Log(err)
 }
 
 // TestManyDescriptors loads a file of 100,000 descriptors.
