@@ -45,8 +45,9 @@ func TestMain(m *testing.M) {
 // pair is envoy's server and ratekit's, each on its own redis-server, on
 // the same settings and files.
 type pair struct {
-	envoy, ratekit *proctest.Proc
-	dir            string
+	envoy, ratekit           *proctest.Proc
+	envoyRedis, ratekitRedis *redistest.Server
+	dir                      string
 }
 
 func startPair(t *testing.T, files map[string]string, env map[string]string) *pair {
@@ -56,11 +57,13 @@ func startPair(t *testing.T, files map[string]string, env map[string]string) *pa
 	proctest.WriteConfig(t, dir, files)
 	p := &pair{dir: dir}
 	for _, side := range []struct {
-		name string
-		bin  string
-		dst  **proctest.Proc
-	}{{"envoy", bins.Envoy, &p.envoy}, {"ratekit", bins.Ratekit, &p.ratekit}} {
+		name  string
+		bin   string
+		dst   **proctest.Proc
+		redis **redistest.Server
+	}{{"envoy", bins.Envoy, &p.envoy, &p.envoyRedis}, {"ratekit", bins.Ratekit, &p.ratekit, &p.ratekitRedis}} {
 		rs := redistest.StartServer(t)
+		*side.redis = rs
 		e := proctest.RuntimeEnv(dir)
 		// answers, not outages, are compared: a deadline a loaded machine
 		// meets (past the default 50 ms the local fallback would answer)
@@ -428,4 +431,39 @@ func unmarshalJSON(s string, m proto.Message) error {
 		return fmt.Errorf("%q: %w", s, err)
 	}
 	return protojsonUnmarshal([]byte(s), m)
+}
+
+// TestRedisGone kills each server's redis-server: envoy's answers every
+// request with an error, ratekit's decides on its own and says OK within
+// its deadline.
+func TestRedisGone(t *testing.T) {
+	p := startPair(t, map[string]string{"shop.yaml": mainConfig}, map[string]string{"RATEKIT_TIMEOUT": "50ms", "REDIS_TIMEOUT": "1s"})
+	p.compare(t, "before", req("shop", desc("path", "/gone")))
+	p.envoyRedis.Kill(t)
+	p.ratekitRedis.Kill(t)
+	var envoyErrs, ratekitErrs int
+	var slowest time.Duration
+	t0 := time.Now()
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		if _, err := p.envoy.Client.ShouldRateLimit(ctx, req("shop", desc("path", "/gone"))); err != nil {
+			envoyErrs++
+		}
+		cancel()
+		ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+		t1 := time.Now()
+		r, err := p.ratekit.Client.ShouldRateLimit(ctx, req("shop", desc("path", "/gone")))
+		slowest = max(slowest, time.Since(t1))
+		cancel()
+		if err != nil {
+			ratekitErrs++
+			t.Logf("ratekit: %v", err)
+		} else if r.Statuses[0].GetCurrentLimit().GetRequestsPerUnit() != 5 {
+			t.Fatalf("ratekit without Redis: %v", r)
+		}
+	}
+	t.Logf("Redis gone, 5 requests each: envoy %d errors; ratekit %d errors, its slowest answer %v; %v in all", envoyErrs, ratekitErrs, slowest, time.Since(t0))
+	if envoyErrs != 5 || ratekitErrs != 0 {
+		t.Fatalf("envoy %d errors, ratekit %d; want 5 and 0", envoyErrs, ratekitErrs)
+	}
 }
