@@ -4,7 +4,6 @@ package envoytest
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -38,7 +37,6 @@ func Build(dir string) (Binaries, error) {
 	for _, bl := range builds {
 		cmd := exec.Command("go", "build", "-o", bl.out, bl.pkg)
 		cmd.Dir = bl.dir
-		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return b, fmt.Errorf("go build %s: %v\n%s", bl.pkg, err, out)
 		}
