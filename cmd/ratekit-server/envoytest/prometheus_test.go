@@ -50,15 +50,44 @@ func series(t *testing.T, addr string) map[string]float64 {
 	return out
 }
 
+// metricsConfig names statistics by the descriptors' own values.
+const metricsConfig = `
+domain: metrics
+descriptors:
+  - key: d
+    detailed_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: v
+    value_to_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: w
+    value: "ab*"
+    value_to_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: s
+    value: "x*"
+    share_threshold: true
+    detailed_metric: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: n
+    value_to_metric: true
+    descriptors:
+      - key: m
+        rate_limit: {unit: minute, requests_per_unit: 2}
+`
+
 // TestComparePrometheus sends both servers the same requests and compares
 // their envoy series: names, labels and values.
 func TestComparePrometheus(t *testing.T) {
-	p := startPair(t, map[string]string{"shop.yaml": mainConfig}, map[string]string{"USE_PROMETHEUS": "true", "STATS_FLUSH_INTERVAL": "100ms"})
+	p := startPair(t, map[string]string{"shop.yaml": mainConfig, "metrics.yaml": metricsConfig}, map[string]string{"USE_PROMETHEUS": "true", "STATS_FLUSH_INTERVAL": "100ms"})
 	awaitWindow(10 * time.Second)
 	for i := range 6 {
 		p.compare(t, fmt.Sprint("request ", i), req("shop", desc("path", "/checkout"), desc("path", "/x"), desc("shadow", "s"), desc("quota", "q"), desc("ip", "10.1.2.3")))
 		p.compare(t, fmt.Sprint("hits ", i), req("shop", hits(desc("file", "img/a"), 2)))
 		p.compare(t, fmt.Sprint("nested ", i), req("shop", desc("user", "u1", "plan", "free"), desc("user", "u2", "plan", "vip")))
+	}
+	for _, v := range []string{"one", "two", "10.0.0.7"} {
+		p.compare(t, "metrics "+v, req("metrics", desc("d", v), desc("v", v), desc("w", "ab"+v), desc("s", "x"+v), desc("n", v, "m", v), desc("n", v, "m", v, "o", v)))
 	}
 	p.compare(t, "error", req("", desc("path", "/x")))
 	var e, r map[string]float64
