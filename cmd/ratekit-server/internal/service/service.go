@@ -384,7 +384,7 @@ func (s *Service) decideCompat(ctx context.Context, d *descriptor) error {
 	// hits went over; one hit needs no count (over means over before it)
 	var call *compat.Call
 	cctx := ctx
-	if d.hits > 1 {
+	if d.hits > 1 || s.opts.LocalCache { // with a local cache, whether Redis answered
 		call = &compat.Call{}
 		cctx = compat.With(ctx, call)
 	}
@@ -422,11 +422,20 @@ func (d *descriptor) settle(s *Service, r core.Result, call *compat.Call) {
 	if call != nil && call.Answered {
 		d.counts = call.Counts
 	}
+	reset := r.ResetAfter
+	if !r.Allowed {
+		reset = max(reset, r.RetryAfter)
+	}
+	if reset <= 0 && d.limit.Algorithm == config.Compatible {
+		// a denial made without asking Redis (a cost above the limit):
+		// the window's end by the local clock
+		reset = s.windowLeft(d.limit.Period)
+	}
 	if r.Allowed {
-		d.status = s.status(rlspb.RateLimitResponse_OK, d, uint32(r.Remaining), r.ResetAfter)
+		d.status = s.status(rlspb.RateLimitResponse_OK, d, uint32(r.Remaining), reset)
 		return
 	}
-	d.status = s.status(rlspb.RateLimitResponse_OVER_LIMIT, d, 0, max(r.ResetAfter, r.RetryAfter))
+	d.status = s.status(rlspb.RateLimitResponse_OVER_LIMIT, d, 0, reset)
 }
 
 func (s *Service) storeError(ctx context.Context, err error) error {
