@@ -174,7 +174,7 @@ const maxHits = 1 << 32
 func (s *Service) plan(cfg *config.Config, req *rlspb.RateLimitRequest) ([]descriptor, error) {
 	domain := cfg.Domain(req.GetDomain())
 	ds := make([]descriptor, len(req.GetDescriptors()))
-	replacing := map[string]bool{}
+	var replacing map[string]bool // made when a rule replaces
 	for i, in := range req.GetDescriptors() {
 		d := &ds[i]
 		d.in = in
@@ -208,6 +208,9 @@ func (s *Service) plan(cfg *config.Config, req *rlspb.RateLimitRequest) ([]descr
 			continue
 		}
 		for _, r := range m.Rule.Replaces {
+			if replacing == nil {
+				replacing = map[string]bool{}
+			}
 			replacing[r] = true
 		}
 		if m.Rule.Unlimited {
