@@ -14,6 +14,9 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
@@ -420,6 +423,21 @@ func TestCompareDebugAndHealth(t *testing.T) {
 		rc, rb, _ := proctest.Get(p.ratekit.HTTP, path)
 		if ec != rc || eb != rb {
 			t.Fatalf("%s: envoy %d %q, ratekit %d %q", path, ec, eb, rc, rb)
+		}
+	}
+	for _, svc := range []string{"ratelimit", "", "unknown"} {
+		var codes [2]string
+		for i, proc := range []*proctest.Proc{p.envoy, p.ratekit} {
+			conn, err := grpc.NewClient(proc.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+			codes[i] = fmt.Sprint(r.GetStatus(), status.Code(err))
+			conn.Close()
+		}
+		if codes[0] != codes[1] {
+			t.Errorf("gRPC health of %q: envoy %s, ratekit %s", svc, codes[0], codes[1])
 		}
 	}
 	_, eb, _ := proctest.Get(p.envoy.Debug, "/rlconfig")
