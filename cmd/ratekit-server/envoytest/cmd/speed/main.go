@@ -1,0 +1,381 @@
+//go:build linux
+
+// Command speed drives envoyproxy/ratelimit and ratekit-server over gRPC
+// from one client, in alternating rounds, on one machine: 100,000
+// distinct descriptors, and one hot descriptor, at 1, 16, 64 and 256
+// concurrent calls. It reports decisions per second and their ratio, the
+// client's p99, the server's allocations and CPU per decision, and
+// Redis's commands and CPU per decision (INFO commandstats and cpu), each
+// server on a redis-server of its own. Run by hand, on a quiet machine:
+//
+//	cd cmd/ratekit-server/envoytest && go run ./cmd/speed -out ../../../docs/benchmarks-server.md
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/ratekit/ratekit/cmd/ratekit-server/envoytest"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/proctest"
+)
+
+const config = `domain: bench
+descriptors:
+  - key: k
+    rate_limit: {unit: minute, requests_per_unit: 1000000000}
+`
+
+const distinct = 100_000
+
+func main() {
+	var (
+		rounds = flag.Int("rounds", 3, "alternating rounds per cell")
+		dur    = flag.Duration("d", 3*time.Second, "length of one server's turn in a round")
+		levels = flag.String("c", "1,16,64,256", "concurrent calls")
+		conns  = flag.Int("conns", 8, "gRPC connections per server")
+		out    = flag.String("out", "", "markdown file whose marked section gets the table (stdout when empty)")
+		only   = flag.String("only", "", "drive only this server (envoy or ratekit), to profile it")
+	)
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "speed")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	bins, err := envoytest.Build(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	proctest.WriteConfigDir(filepath.Join(dir, "rt"), map[string]string{"bench.yaml": config})
+	servers := map[string]*side{}
+	for _, name := range []string{"envoy", "ratekit"} {
+		rs, err := startRedis(dir, name)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer rs.Process.Kill()
+		bin := bins.Envoy
+		env := proctest.RuntimeEnv(filepath.Join(dir, "rt"))
+		env["REDIS_URL"] = rs.addr
+		if name == "ratekit" {
+			bin = bins.Ratekit
+			// every decision on Redis, as envoy's: a call past the default
+			// 50 ms deadline would be decided locally, which costs less
+			env["RATEKIT_TIMEOUT"] = "1s"
+		}
+		p, err := proctest.Start(name, bin, env)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer p.Stop()
+		s := &side{name: name, proc: p, redis: rs.addr}
+		for range *conns {
+			c, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				log.Fatal(err)
+			}
+			defer c.Close()
+			s.clients = append(s.clients, rlspb.NewRateLimitServiceClient(c))
+		}
+		servers[name] = s
+	}
+	var cells []cell
+	for _, lv := range strings.Split(*levels, ",") {
+		c, _ := strconv.Atoi(lv)
+		for _, hot := range []bool{false, true} {
+			cl := cell{conc: c, hot: hot, res: map[string]*result{"envoy": {}, "ratekit": {}}}
+			for r := range *rounds {
+				order := []string{"envoy", "ratekit"}
+				if r%2 == 1 {
+					order = []string{"ratekit", "envoy"}
+				}
+				for _, name := range order {
+					if *only == "" || *only == name {
+						servers[name].run(c, hot, *dur, cl.res[name])
+					}
+				}
+			}
+			cells = append(cells, cl)
+			fmt.Fprintln(os.Stderr, cl.line())
+		}
+	}
+	if *only != "" {
+		return
+	}
+	table := render(cells, *rounds, *dur)
+	if *out == "" {
+		fmt.Print(table)
+		return
+	}
+	if err := writeSection(*out, table); err != nil {
+		log.Fatal(err)
+	}
+}
+
+type side struct {
+	name    string
+	proc    *proctest.Proc
+	redis   string
+	clients []rlspb.RateLimitServiceClient
+}
+
+// result sums one server's runs of one cell.
+type result struct {
+	decisions, errors    int64
+	secs                 float64
+	lat                  []time.Duration
+	mallocs, cpuNS       float64 // the server's
+	redisCalls, redisCPU float64
+}
+
+type cell struct {
+	conc int
+	hot  bool
+	res  map[string]*result
+}
+
+var seq atomic.Int64
+
+// requests are built once, so that the client spends its time calling:
+// proto messages are safe to marshal concurrently.
+var requests, hotRequest = func() ([]*rlspb.RateLimitRequest, *rlspb.RateLimitRequest) {
+	mk := func(v string) *rlspb.RateLimitRequest {
+		return &rlspb.RateLimitRequest{Domain: "bench", Descriptors: []*rlv3.RateLimitDescriptor{{Entries: []*rlv3.RateLimitDescriptor_Entry{{Key: "k", Value: v}}}}}
+	}
+	rs := make([]*rlspb.RateLimitRequest, distinct)
+	for i := range rs {
+		rs[i] = mk(strconv.Itoa(i))
+	}
+	return rs, mk("hot")
+}()
+
+// run drives s with c concurrent callers for d and adds what it measured
+// to res.
+func (s *side) run(c int, hot bool, d time.Duration, res *result) {
+	m0, cpu0 := mallocs(s.proc.Debug), procCPU(s.proc.Pid())
+	calls0, rcpu0 := redisInfo(s.redis)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		n, e atomic.Int64
+	)
+	stop := time.Now().Add(d)
+	start := time.Now()
+	for w := range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := s.clients[w%len(s.clients)]
+			lat := make([]time.Duration, 0, 1024)
+			ctx, cancel := context.WithDeadline(context.Background(), stop.Add(5*time.Second))
+			defer cancel()
+			for t0 := time.Now(); t0.Before(stop); {
+				req := hotRequest
+				if !hot {
+					req = requests[seq.Add(1)%distinct]
+				}
+				_, err := client.ShouldRateLimit(ctx, req)
+				t1 := time.Now()
+				lat = append(lat, t1.Sub(t0))
+				t0 = t1
+				if err != nil {
+					e.Add(1)
+				} else {
+					n.Add(1)
+				}
+			}
+			mu.Lock()
+			res.lat = append(res.lat, lat...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	calls1, rcpu1 := redisInfo(s.redis)
+	res.decisions += n.Load()
+	res.errors += e.Load()
+	res.secs += secs
+	res.mallocs += mallocs(s.proc.Debug) - m0
+	res.cpuNS += procCPU(s.proc.Pid()) - cpu0
+	res.redisCalls += calls1 - calls0
+	res.redisCPU += rcpu1 - rcpu0
+}
+
+func (r *result) rate() float64 { return float64(r.decisions) / r.secs }
+
+func (r *result) p99() time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	sort.Slice(r.lat, func(i, j int) bool { return r.lat[i] < r.lat[j] })
+	return r.lat[len(r.lat)*99/100]
+}
+
+func (r *result) per(x float64) float64 { return x / float64(max(r.decisions, 1)) }
+
+func (c cell) name() string {
+	if c.hot {
+		return fmt.Sprintf("%d, one hot descriptor", c.conc)
+	}
+	return fmt.Sprintf("%d, 100k descriptors", c.conc)
+}
+
+func (c cell) line() string {
+	e, r := c.res["envoy"], c.res["ratekit"]
+	return fmt.Sprintf("%-26s envoy %8.0f/s p99 %-8v | ratekit %8.0f/s p99 %-8v | %.2fx", c.name(), e.rate(), e.p99().Round(10*time.Microsecond), r.rate(), r.p99().Round(10*time.Microsecond), r.rate()/e.rate())
+}
+
+func render(cells []cell, rounds int, d time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Each cell: %d alternating rounds of %v per server, one client process driving both over gRPC (8 connections each), one redis-server per server, on this machine (%s).\n\n", rounds, d, cpuModel())
+	b.WriteString("| concurrent calls | server | decisions/s | ratio | p99 | allocs/decision | server CPU µs/decision | Redis calls/decision | Redis CPU µs/decision | errors |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, c := range cells {
+		e := c.res["envoy"]
+		for _, name := range []string{"envoy", "ratekit"} {
+			r := c.res[name]
+			ratio := "1.00"
+			if name == "ratekit" {
+				ratio = fmt.Sprintf("**%.2f×**", r.rate()/e.rate())
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %v | %.1f | %.1f | %.2f | %.1f | %d |\n",
+				c.name(), name, r.rate(), ratio, r.p99().Round(10*time.Microsecond), r.per(r.mallocs),
+				r.per(r.cpuNS)/1e3, r.per(r.redisCalls), r.per(r.redisCPU)*1e6, r.errors)
+		}
+	}
+	return b.String()
+}
+
+// mallocs reads the server's count of heap allocations from its debug
+// port (runtime.MemStats in the heap profile's text form).
+func mallocs(debug string) float64 {
+	_, body, err := proctest.Get(debug, "/debug/pprof/heap?debug=1")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(l, "# Mallocs = "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// procCPU is the process's user and system CPU time in ns.
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	u, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (u + st) * 1e9 / 100 // USER_HZ
+}
+
+// redisInfo returns Redis's total command calls (INFO commandstats, a
+// script's inner commands included) and its CPU seconds.
+func redisInfo(addr string) (calls, cpu float64) {
+	out, err := exec.Command("redis-cli", "-h", host(addr), "-p", port(addr), "INFO", "all").Output()
+	if err != nil {
+		return 0, 0
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(l, "cmdstat_") && !strings.HasPrefix(l, "cmdstat_info"):
+			_, rest, _ := strings.Cut(l, "calls=")
+			v, _, _ := strings.Cut(rest, ",")
+			f, _ := strconv.ParseFloat(v, 64)
+			calls += f
+		case strings.HasPrefix(l, "used_cpu_sys:"), strings.HasPrefix(l, "used_cpu_user:"):
+			_, v, _ := strings.Cut(l, ":")
+			f, _ := strconv.ParseFloat(v, 64)
+			cpu += f
+		}
+	}
+	return calls, cpu
+}
+
+func host(a string) string { h, _, _ := net.SplitHostPort(a); return h }
+func port(a string) string { _, p, _ := net.SplitHostPort(a); return p }
+
+type redisProc struct {
+	*os.Process
+	addr string
+}
+
+func startRedis(dir, name string) (*redisProc, error) {
+	addr, err := proctest.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("redis-server", "--port", port(addr), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	for range 100 {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return &redisProc{cmd.Process, addr}, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	return nil, fmt.Errorf("redis-server for %s did not start", name)
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":")) + fmt.Sprintf(", %d CPUs", numCPU())
+		}
+	}
+	return "unknown CPU"
+}
+
+func numCPU() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	return strings.Count(string(b), "processor\t:")
+}
+
+const (
+	begin = "<!-- speed:begin -->"
+	end   = "<!-- speed:end -->"
+)
+
+// writeSection replaces the marked section of path with table.
+func writeSection(path, table string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %s ... %s section", path, begin, end)
+	}
+	return os.WriteFile(path, []byte(s[:i+len(begin)]+"\n"+table+s[j:]), 0o644)
+}

@@ -1,0 +1,799 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+// Error is a file refused: the file, the line (0 when none applies) and
+// what is wrong.
+type Error struct {
+	File string
+	Line int
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// Warning is a key of envoy's in a place where envoy accepts and ignores
+// it, such as a rate_limit's unit at a descriptor's level.
+type Warning = Error
+
+// envoyKeys are the keys envoy accepts anywhere in a file.
+var envoyKeys = map[string]bool{
+	"domain": true, "key": true, "value": true, "descriptors": true, "rate_limit": true,
+	"unit": true, "requests_per_unit": true, "unlimited": true, "shadow_mode": true,
+	"quota_mode": true, "name": true, "replaces": true, "detailed_metric": true,
+	"value_to_metric": true, "share_threshold": true,
+}
+
+// ratekitKeys are ratekit's own keys, with the level they belong to.
+var ratekitKeys = map[string]string{
+	"algorithm": "rate_limit", "burst": "rate_limit", "unit_multiplier": "rate_limit",
+	"period": "rate_limit", "limits": "descriptor",
+}
+
+// Limits on what one file may make the parser do.
+const (
+	// MaxFileSize is the largest file read.
+	MaxFileSize = 64 << 20
+	// maxDepth bounds the nesting of descriptors.
+	maxDepth = 64
+	// maxLimits bounds the limits of one descriptor (rate_limit and
+	// ratekit's limits): they are decided in one script call.
+	maxLimits = 16
+)
+
+// Options are what a load needs to know of the settings.
+type Options struct {
+	// DefaultAlgorithm counts the limits that name no algorithm
+	// (RATEKIT_ALGORITHM); Compatible by default.
+	DefaultAlgorithm Algorithm
+	// MergeDomains lets several files add descriptors to one domain
+	// (MERGE_DOMAIN_CONFIG), which is otherwise an error.
+	MergeDomains bool
+}
+
+// File is one file's name and contents.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// Load parses files, in order, into one configuration. The first file
+// that is refused makes Load return an *Error naming it and, where one
+// applies, the line; nothing of the other files is kept. Warnings are
+// keys envoy would accept and ignore.
+func Load(files []File, opts Options) (*Config, []Warning, error) {
+	c := &Config{domains: map[string]*Domain{}}
+	var warns []Warning
+	for _, f := range files {
+		p := parser{file: f.Name, opts: opts, cfg: c}
+		if err := p.parseFile(f.Data); err != nil {
+			return nil, warns, err
+		}
+		warns = append(warns, p.warns...)
+		c.files = append(c.files, f.Name)
+	}
+	return c, warns, nil
+}
+
+type parser struct {
+	file   string
+	opts   Options
+	cfg    *Config
+	warns  []Warning
+	budget int // nodes the walk may still visit, aliases expanded
+}
+
+func (p *parser) errf(n *yaml.Node, format string, args ...any) error {
+	e := &Error{File: p.file, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		e.Line = n.Line
+	}
+	return e
+}
+
+func (p *parser) warnf(n *yaml.Node, format string, args ...any) {
+	p.warns = append(p.warns, Warning{File: p.file, Line: n.Line, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (p *parser) parseFile(data []byte) error {
+	if len(data) > MaxFileSize {
+		return p.errf(nil, "file of %d bytes is larger than %d", len(data), MaxFileSize)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	err := dec.Decode(&doc)
+	switch {
+	case errors.Is(err, io.EOF):
+		return p.errf(nil, "config file cannot have empty domain")
+	case err != nil:
+		return p.errf(nil, "error loading config file: %s", err)
+	}
+	var more yaml.Node
+	if err := dec.Decode(&more); err == nil {
+		return p.errf(&more, "more than one YAML document in one file")
+	} else if !errors.Is(err, io.EOF) {
+		return p.errf(nil, "error loading config file: %s", err)
+	}
+	// Every node is visited once unless aliases repeat it: a file may
+	// expand to at most 8 times its own nodes, and a million at least.
+	p.budget = max(1_000_000, 8*countNodes(&doc, 0))
+	root, err := p.deref(&doc)
+	if err != nil {
+		return err
+	}
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root, err = p.deref(root.Content[0])
+		if err != nil {
+			return err
+		}
+	}
+	return p.parseRoot(root)
+}
+
+// countNodes counts the nodes of a tree, aliases not followed.
+func countNodes(n *yaml.Node, depth int) int {
+	if depth > 10_000 {
+		return 0
+	}
+	c := 1
+	for _, ch := range n.Content {
+		c += countNodes(ch, depth+1)
+	}
+	return c
+}
+
+// deref follows aliases, spending the budget.
+func (p *parser) deref(n *yaml.Node) (*yaml.Node, error) {
+	for i := 0; n.Kind == yaml.AliasNode; i++ {
+		if n.Alias == nil || i > 100 {
+			return nil, p.errf(n, "alias to nothing")
+		}
+		n = n.Alias
+	}
+	p.budget--
+	if p.budget < 0 {
+		return nil, p.errf(n, "document contains excessive aliasing")
+	}
+	return n, nil
+}
+
+// pair is one key and value of a mapping.
+type pair struct {
+	key   string
+	knode *yaml.Node
+	value *yaml.Node
+}
+
+// mapping returns the pairs of mapping node n, merge keys (<<) expanded
+// (a key written in the mapping beats a merged one; of merged ones, the
+// first), refusing keys that are not strings and keys written twice.
+func (p *parser) mapping(n *yaml.Node, what string) ([]pair, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, p.errf(n, "%s must be a mapping, not %s", what, kindName(n))
+	}
+	return p.mappingPairs(n, 0)
+}
+
+func (p *parser) mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
+	if depth > 16 {
+		return nil, p.errf(n, "merge keys nested too deep")
+	}
+	var (
+		out    []pair
+		merged []*yaml.Node
+	)
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, err := p.deref(n.Content[i])
+		if err != nil {
+			return nil, err
+		}
+		vn, err := p.deref(n.Content[i+1])
+		if err != nil {
+			return nil, err
+		}
+		if kn.Kind != yaml.ScalarNode {
+			return nil, p.errf(kn, "config error, key is not of type string")
+		}
+		k := resolve(kn)
+		if kn.Value == "<<" && k.kind == kindStr && kn.Style == 0 {
+			merged = append(merged, vn)
+			continue
+		}
+		if k.kind != kindStr {
+			return nil, p.errf(kn, "config error, key is not of type string: %v", kn.Value)
+		}
+		if at, dup := seen[kn.Value]; dup {
+			return nil, p.errf(kn, "key %q given twice in one mapping (first at line %d)", kn.Value, at)
+		}
+		seen[kn.Value] = kn.Line
+		out = append(out, pair{key: kn.Value, knode: kn, value: vn})
+	}
+	for _, vn := range merged {
+		var sources []*yaml.Node
+		switch vn.Kind {
+		case yaml.MappingNode:
+			sources = []*yaml.Node{vn}
+		case yaml.SequenceNode:
+			for _, e := range vn.Content {
+				m, err := p.deref(e)
+				if err != nil {
+					return nil, err
+				}
+				sources = append(sources, m)
+			}
+		default:
+			return nil, p.errf(vn, "a merge key takes a mapping, not %s", kindName(vn))
+		}
+		for _, m := range sources {
+			if m.Kind != yaml.MappingNode {
+				return nil, p.errf(m, "a merge key takes mappings, not %s", kindName(m))
+			}
+			prs, err := p.mappingPairs(m, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			for _, pr := range prs {
+				if _, ok := seen[pr.key]; !ok {
+					seen[pr.key] = pr.knode.Line
+					out = append(out, pr)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if k := resolve(n).kind; k == kindInt || k == kindUint {
+			return "an int"
+		} else {
+			return "a " + k.String()
+		}
+	}
+	return "nothing"
+}
+
+// checkKey refuses a key that is neither envoy's nor ratekit's, and warns
+// of one of envoy's that envoy would ignore where it stands (level is
+// "root", "descriptor", "rate_limit" or "replaces").
+func (p *parser) checkKey(pr pair, level string, used bool) error {
+	if lvl, ok := ratekitKeys[pr.key]; ok {
+		if lvl != level && !(level == "limits" && lvl == "rate_limit") {
+			return p.errf(pr.knode, "ratekit's key %q belongs in a %s, not in a %s", pr.key, lvl, level)
+		}
+		return nil
+	}
+	if !envoyKeys[pr.key] {
+		return p.errf(pr.knode, "config error, unknown key '%s'", pr.key)
+	}
+	if !used {
+		p.warnf(pr.knode, "key %q means nothing in a %s; envoy ignores it too", pr.key, level)
+	}
+	return p.leafTypes(pr.value, 0)
+}
+
+// leafTypes refuses what envoy's key check refuses anywhere in a value:
+// floats, integers beyond the int64 range, lists of anything but mappings,
+// and keys outside envoy's set.
+func (p *parser) leafTypes(n *yaml.Node, depth int) error {
+	if depth > maxDepth*4 {
+		return p.errf(n, "nested too deep")
+	}
+	switch n.Kind {
+	case yaml.ScalarNode:
+		switch resolve(n).kind {
+		case kindFloat, kindUint:
+			return p.errf(n, "error checking config")
+		}
+	case yaml.SequenceNode:
+		for _, e := range n.Content {
+			e, err := p.deref(e)
+			if err != nil {
+				return err
+			}
+			if e.Kind != yaml.MappingNode {
+				return p.errf(e, "config error, yaml file contains list of type other than map: %v", e.Value)
+			}
+			if err := p.leafTypes(e, depth+1); err != nil {
+				return err
+			}
+		}
+	case yaml.MappingNode:
+		prs, err := p.mapping(n, "a value")
+		if err != nil {
+			return err
+		}
+		for _, pr := range prs {
+			if _, ok := ratekitKeys[pr.key]; !ok && !envoyKeys[pr.key] {
+				return p.errf(pr.knode, "config error, unknown key '%s'", pr.key)
+			}
+			if err := p.leafTypes(pr.value, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// str decodes a string field: any scalar but null, as its text.
+func (p *parser) str(pr pair) (string, error) {
+	if err := p.leafTypes(pr.value, 0); err != nil {
+		return "", err
+	}
+	if pr.value.Kind != yaml.ScalarNode {
+		return "", p.errf(pr.value, "cannot unmarshal %s into %s (a string)", kindName(pr.value), pr.key)
+	}
+	if resolve(pr.value).kind == kindNull {
+		return "", nil
+	}
+	return pr.value.Value, nil
+}
+
+func (p *parser) boolean(pr pair) (bool, error) {
+	if err := p.leafTypes(pr.value, 0); err != nil {
+		return false, err
+	}
+	if pr.value.Kind == yaml.ScalarNode {
+		switch s := resolve(pr.value); s.kind {
+		case kindNull:
+			return false, nil
+		case kindBool:
+			return s.b, nil
+		}
+	}
+	return false, p.errf(pr.value, "cannot unmarshal %s `%s` into %s (a bool)", kindName(pr.value), pr.value.Value, pr.key)
+}
+
+func (p *parser) uint32(pr pair) (uint32, error) {
+	if err := p.leafTypes(pr.value, 0); err != nil {
+		return 0, err
+	}
+	if pr.value.Kind == yaml.ScalarNode {
+		s := resolve(pr.value)
+		if s.kind == kindNull {
+			return 0, nil
+		}
+		if v, ok := s.uint32Of(); ok {
+			return v, nil
+		}
+	}
+	return 0, p.errf(pr.value, "cannot unmarshal %s `%s` into %s (a uint32)", kindName(pr.value), pr.value.Value, pr.key)
+}
+
+// list returns the elements of a list value (null is an empty list).
+func (p *parser) list(pr pair) ([]*yaml.Node, error) {
+	n := pr.value
+	if n.Kind == yaml.ScalarNode && resolve(n).kind == kindNull {
+		return nil, nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return nil, p.errf(n, "cannot unmarshal %s into %s (a list)", kindName(n), pr.key)
+	}
+	out := make([]*yaml.Node, 0, len(n.Content))
+	for _, e := range n.Content {
+		e, err := p.deref(e)
+		if err != nil {
+			return nil, err
+		}
+		if e.Kind != yaml.MappingNode {
+			return nil, p.errf(e, "config error, yaml file contains list of type other than map: %v", e.Value)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (p *parser) parseRoot(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && resolve(n).kind == kindNull {
+		return p.errf(n, "config file cannot have empty domain")
+	}
+	prs, err := p.mapping(n, "a file")
+	if err != nil {
+		return err
+	}
+	var (
+		domain string
+		descs  []*yaml.Node
+		dnode  = n
+	)
+	for _, pr := range prs {
+		switch pr.key {
+		case "domain":
+			if domain, err = p.str(pr); err != nil {
+				return err
+			}
+			dnode = pr.value
+		case "descriptors":
+			if err := p.leafTypes(pr.value, 0); err != nil {
+				return err
+			}
+			if descs, err = p.list(pr); err != nil {
+				return err
+			}
+		default:
+			if err := p.checkKey(pr, "file", false); err != nil {
+				return err
+			}
+		}
+	}
+	if domain == "" {
+		return p.errf(dnode, "config file cannot have empty domain")
+	}
+	d, present := p.cfg.domains[domain]
+	if present && !p.opts.MergeDomains {
+		return p.errf(dnode, "duplicate domain '%s' in config file", domain)
+	}
+	if !present {
+		d = &Domain{name: domain, root: node{children: map[string]*node{}}}
+	}
+	if err := p.descriptors(&d.root, domain+".", descs, 0); err != nil {
+		return err
+	}
+	p.cfg.domains[domain] = d
+	return nil
+}
+
+// descriptors loads a list of descriptors under parent, as envoy's
+// loadDescriptors does, in file order.
+func (p *parser) descriptors(parent *node, parentKey string, list []*yaml.Node, depth int) error {
+	if depth >= maxDepth {
+		if len(list) > 0 {
+			return p.errf(list[0], "descriptors nested deeper than %d levels", maxDepth)
+		}
+		return nil
+	}
+	for _, dn := range list {
+		if err := p.descriptor(parent, parentKey, dn, depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type rawDescriptor struct {
+	key, value                                    string
+	rateLimit, limits                             *yaml.Node
+	childList                                     []*yaml.Node
+	shadow, quota, detailed, valueToMetric, share bool
+}
+
+func (p *parser) descriptor(parent *node, parentKey string, dn *yaml.Node, depth int) error {
+	prs, err := p.mapping(dn, "a descriptor")
+	if err != nil {
+		return err
+	}
+	var r rawDescriptor
+	for _, pr := range prs {
+		switch pr.key {
+		case "key":
+			r.key, err = p.str(pr)
+		case "value":
+			r.value, err = p.str(pr)
+		case "rate_limit":
+			if err = p.leafTypes(pr.value, 0); err == nil && !(pr.value.Kind == yaml.ScalarNode && resolve(pr.value).kind == kindNull) {
+				if pr.value.Kind != yaml.MappingNode {
+					err = p.errf(pr.value, "cannot unmarshal %s into rate_limit (a mapping)", kindName(pr.value))
+				}
+				r.rateLimit = pr.value
+			}
+		case "descriptors":
+			if err = p.leafTypes(pr.value, 0); err == nil {
+				r.childList, err = p.list(pr)
+			}
+		case "limits":
+			r.limits = pr.value
+		case "shadow_mode":
+			r.shadow, err = p.boolean(pr)
+		case "quota_mode":
+			r.quota, err = p.boolean(pr)
+		case "detailed_metric":
+			r.detailed, err = p.boolean(pr)
+		case "value_to_metric":
+			r.valueToMetric, err = p.boolean(pr)
+		case "share_threshold":
+			r.share, err = p.boolean(pr)
+		default:
+			err = p.checkKey(pr, "descriptor", false)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if r.key == "" {
+		return p.errf(dn, "descriptor has empty key")
+	}
+	finalKey := r.key
+	if r.value != "" {
+		finalKey += "_" + r.value
+	}
+	fullKey := parentKey + finalKey
+	if _, dup := parent.children[finalKey]; dup {
+		return p.errf(dn, "duplicate descriptor composite key '%s'", fullKey)
+	}
+	var rule *Rule
+	if r.rateLimit != nil {
+		if rule, err = p.rule(&r, fullKey, dn); err != nil {
+			return err
+		}
+		p.cfg.rules++
+	} else if r.limits != nil {
+		return p.errf(r.limits, "limits needs a rate_limit beside it")
+	}
+	wild := strings.HasSuffix(finalKey, "*")
+	if r.share && !wild {
+		return p.errf(dn, "share_threshold can only be used with wildcard values (ending with '*'), but found key '%s'", finalKey)
+	}
+	nd := &node{children: map[string]*node{}, rule: rule, valueToMetric: r.valueToMetric, shareThreshold: r.share}
+	if r.share {
+		nd.wildcardPattern = finalKey
+	}
+	if wild {
+		parent.wildcardKeys = append(parent.wildcardKeys, finalKey)
+	}
+	if err := p.descriptors(nd, fullKey+".", r.childList, depth+1); err != nil {
+		return err
+	}
+	parent.children[finalKey] = nd
+	return nil
+}
+
+// rule reads a descriptor's rate_limit and ratekit's limits.
+func (p *parser) rule(r *rawDescriptor, fullKey string, dn *yaml.Node) (*Rule, error) {
+	rule := &Rule{FullKey: fullKey, ShadowMode: r.shadow, QuotaMode: r.quota, DetailedMetric: r.detailed, File: p.file, Line: dn.Line}
+	first, err := p.limit(r.rateLimit, rule, "rate_limit", nil)
+	if err != nil {
+		return nil, err
+	}
+	rule.Limits = append(rule.Limits, first)
+	if r.limits != nil {
+		if rule.Unlimited {
+			return nil, p.errf(r.limits, "an unlimited descriptor has no limits")
+		}
+		items, err := p.list(pair{key: "limits", value: r.limits})
+		if err != nil {
+			return nil, err
+		}
+		if len(items)+1 > maxLimits {
+			return nil, p.errf(r.limits, "%d limits on one descriptor; at most %d", len(items)+1, maxLimits)
+		}
+		for _, it := range items {
+			l, err := p.limit(it, nil, "limits", &first)
+			if err != nil {
+				return nil, err
+			}
+			rule.Limits = append(rule.Limits, l)
+		}
+		for i, l := range rule.Limits {
+			if l.Algorithm == Compatible {
+				return nil, p.errf(r.limits, "limit %d of %s counts as envoy does; several limits on one descriptor are decided all or nothing and need one of ratekit's algorithms (algorithm: gcra, fixed, sliding-log or sliding-counter)", i+1, fullKey)
+			}
+		}
+		seen := map[string]bool{}
+		for i := range rule.Limits {
+			n := limitName(rule.Limits, i)
+			if seen[n] {
+				return nil, p.errf(r.limits, "two limits of %s are named %q", fullKey, n)
+			}
+			seen[n] = true
+		}
+	}
+	return rule, nil
+}
+
+// limitName names the i-th limit of a descriptor in storage keys: its
+// name, or its position.
+func limitName(ls []Limit, i int) string {
+	if ls[i].Name != "" {
+		return ls[i].Name
+	}
+	return fmt.Sprintf("#%d", i)
+}
+
+// LimitName names the i-th limit of r in storage keys.
+func (r *Rule) LimitName(i int) string { return limitName(r.Limits, i) }
+
+// limit reads one rate_limit block (rule set) or one of ratekit's limits
+// (rule nil, inheriting from first).
+func (p *parser) limit(n *yaml.Node, rule *Rule, level string, first *Limit) (Limit, error) {
+	prs, err := p.mapping(n, level)
+	if err != nil {
+		return Limit{}, err
+	}
+	var (
+		l                    Limit
+		unit                 string
+		unitNode, periodNode *yaml.Node
+		algNode, burstNode   *yaml.Node
+		mult                 uint32
+		multNode             *yaml.Node
+		unlimited, algGiven  bool
+		replaceNodes         []*yaml.Node
+		burstVal             uint32
+	)
+	if first != nil {
+		l.Algorithm = first.Algorithm
+	} else {
+		l.Algorithm = p.opts.DefaultAlgorithm
+	}
+	for _, pr := range prs {
+		switch pr.key {
+		case "requests_per_unit":
+			l.RequestsPerUnit, err = p.uint32(pr)
+		case "unit":
+			unit, err = p.str(pr)
+			unitNode = pr.value
+		case "name":
+			l.Name, err = p.str(pr)
+		case "unlimited":
+			if rule == nil {
+				err = p.errf(pr.knode, "a limit in limits cannot be unlimited")
+				break
+			}
+			unlimited, err = p.boolean(pr)
+		case "replaces":
+			if rule == nil {
+				err = p.errf(pr.knode, "replaces belongs in rate_limit")
+				break
+			}
+			if err = p.leafTypes(pr.value, 0); err == nil {
+				replaceNodes, err = p.list(pr)
+			}
+		case "algorithm":
+			var s string
+			if s, err = p.str(pr); err == nil {
+				l.Algorithm, err = ParseAlgorithm(s)
+				if err != nil {
+					err = p.errf(pr.value, "%s", err)
+				}
+				algGiven, algNode = true, pr.value
+			}
+		case "burst":
+			burstVal, err = p.uint32(pr)
+			burstNode = pr.value
+		case "unit_multiplier":
+			mult, err = p.uint32(pr)
+			multNode = pr.value
+		case "period":
+			var s string
+			if s, err = p.str(pr); err == nil {
+				periodNode = pr.value
+				l.Period, err = time.ParseDuration(s)
+				if err != nil || l.Period <= 0 {
+					err = p.errf(pr.value, "period %q is no positive Go duration (such as 90s or 5m)", s)
+				}
+			}
+		default:
+			err = p.checkKey(pr, level, false)
+		}
+		if err != nil {
+			return Limit{}, err
+		}
+	}
+	_ = algGiven
+	u, validUnit := rlspb.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(unit)]
+	validUnit = validUnit && u != int32(rlspb.RateLimitResponse_RateLimit_UNKNOWN)
+	l.Unit = Unit(u)
+	if unlimited {
+		if validUnit {
+			return Limit{}, p.errf(unitNode, "should not specify rate limit unit when unlimited")
+		}
+		rule.Unlimited = true
+	}
+	if rule != nil {
+		for _, rn := range replaceNodes {
+			rprs, err := p.mapping(rn, "a replaces entry")
+			if err != nil {
+				return Limit{}, err
+			}
+			name := ""
+			for _, pr := range rprs {
+				if pr.key == "name" {
+					if name, err = p.str(pr); err != nil {
+						return Limit{}, err
+					}
+				} else if err := p.checkKey(pr, "replaces", false); err != nil {
+					return Limit{}, err
+				}
+			}
+			if name == "" {
+				return Limit{}, p.errf(rn, "should not have an empty replaces entry")
+			}
+			if name == l.Name {
+				return Limit{}, p.errf(rn, "replaces should not contain name of same descriptor")
+			}
+			rule.Replaces = append(rule.Replaces, name)
+		}
+		rule.Name = l.Name
+	}
+	if unlimited {
+		for _, extra := range []*yaml.Node{algNode, burstNode, multNode, periodNode} {
+			if extra != nil {
+				return Limit{}, p.errf(extra, "an unlimited descriptor takes none of ratekit's limit keys")
+			}
+		}
+		return l, nil
+	}
+	switch {
+	case periodNode != nil && (unitNode != nil && unit != "" || multNode != nil):
+		return Limit{}, p.errf(periodNode, "period replaces unit and unit_multiplier: give one or the other")
+	case periodNode != nil:
+		l.Unit = unitFor(l.Period)
+	case !validUnit:
+		return Limit{}, p.errf(orNode(unitNode, n), "invalid rate limit unit '%s'", unit)
+	default:
+		l.Period = unitLength[l.Unit]
+		if multNode != nil {
+			if mult < 1 {
+				return Limit{}, p.errf(multNode, "unit_multiplier must be at least 1")
+			}
+			l.Period *= time.Duration(mult)
+		}
+	}
+	if burstNode != nil {
+		if l.Algorithm != GCRA {
+			return Limit{}, p.errf(burstNode, "burst needs algorithm: gcra (the %s algorithm has no burst)", l.Algorithm)
+		}
+		l.Burst = int(burstVal)
+	}
+	if err := p.checkLimit(l, orNode(periodNode, multNode, unitNode, n)); err != nil {
+		return Limit{}, err
+	}
+	l.Proto = &rlspb.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit}
+	return l, nil
+}
+
+func orNode(ns ...*yaml.Node) *yaml.Node {
+	for _, n := range ns {
+		if n != nil {
+			return n
+		}
+	}
+	return nil
+}
+
+// checkLimit refuses a limit ratekit cannot count.
+func (p *parser) checkLimit(l Limit, at *yaml.Node) error {
+	if l.Period > core.MaxPeriod {
+		return p.errf(at, "a window of %v is longer than %v", l.Period, core.MaxPeriod)
+	}
+	if l.Period%time.Millisecond != 0 {
+		return p.errf(at, "period %v is not a whole number of milliseconds", l.Period)
+	}
+	if l.Algorithm == Compatible {
+		if l.Period%time.Second != 0 {
+			return p.errf(at, "a window counted as envoy counts is a whole number of seconds, not %v", l.Period)
+		}
+		if l.RequestsPerUnit > core.MaxRate {
+			return p.errf(at, "requests_per_unit %d is above %d, the most ratekit counts in a window", l.RequestsPerUnit, core.MaxRate)
+		}
+		return nil
+	}
+	if err := l.Core().Validate(); err != nil {
+		return p.errf(at, "%s", strings.TrimPrefix(err.Error(), "ratekit: "))
+	}
+	return nil
+}

@@ -1,0 +1,5 @@
+package server
+
+import "log/slog"
+
+var discard = slog.New(slog.DiscardHandler)

@@ -1,0 +1,416 @@
+// Package server wires ratekit-server together: the Redis stores, the two
+// Limiters, the Service, the configuration watcher, statistics, and the
+// listeners of every front door (gRPC, HTTP, debug, Prometheus).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/redisconn"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/runtime"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/settings"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/stats"
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/promlimit"
+)
+
+// Server is one ratekit-server.
+type Server struct {
+	set     settings.Settings
+	log     *slog.Logger
+	stores  *redisconn.Stores
+	compatL *core.Limiter
+	nativeL *core.Limiter
+	svc     *service.Service
+	stats   *stats.Stats
+	health  *healthState
+	watcher *runtime.Watcher
+	flusher *stats.Flusher
+
+	grpc       *grpc.Server
+	grpcLis    net.Listener
+	https      []*http.Server
+	listeners  []net.Listener
+	loaded     chan struct{}
+	loadedOnce sync.Once
+	wg         sync.WaitGroup
+	errs       chan error
+}
+
+// New builds a server from its settings: it opens the listeners and
+// loads the configuration, and returns an error when a port is taken or,
+// unless FORCE_START_WITHOUT_INITIAL_CONFIG, when the files do not load.
+func New(set settings.Settings, log *slog.Logger) (_ *Server, err error) {
+	s := &Server{set: set, log: log, stats: stats.New(), loaded: make(chan struct{}), errs: make(chan error, 8)}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	s.health = newHealth(set.HealthyWithConfig)
+	if s.stores, err = redisconn.Open(set); err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	if err := s.limiters(reg); err != nil {
+		return nil, err
+	}
+	s.svc = service.New(s.compatL, s.nativeL, s.stats, service.Options{
+		GlobalShadow: set.GlobalShadow, GlobalQuota: set.GlobalQuota,
+		Headers: set.HeadersEnabled, LimitHeader: set.LimitHeader, RemainingHeader: set.RemainingHeader, ResetHeader: set.ResetHeader,
+		DynamicMetadata: set.DynamicMetadata, Stop: set.Stop, NearLimitRatio: set.NearLimitRatio,
+		LocalCache: set.LocalCacheBytes > 0, Logger: log,
+	})
+	var first error
+	src := runtime.Source{Root: set.RuntimeRoot, Subdirectory: set.RuntimeSubdirectory, AppDirectory: set.RuntimeAppDirectory, IgnoreDotFiles: set.RuntimeIgnoreDot}
+	s.watcher, err = runtime.Watch(src, config.Options{DefaultAlgorithm: set.Algorithm, MergeDomains: set.MergeDomains}, func(c *config.Config, warns []config.Warning, err error) {
+		for _, w := range warns {
+			log.Warn("configuration", "warning", w.Error())
+		}
+		if err != nil {
+			s.stats.ConfigLoadError.Inc()
+			log.Error("configuration refused; the last good one stays", "error", err.Error())
+			s.loadedOnce.Do(func() { first = err })
+			return
+		}
+		s.stats.ConfigLoadSuccess.Inc()
+		s.svc.SetConfig(c)
+		s.health.setConfig(!c.Empty())
+		log.Info("configuration loaded", "files", len(c.Files()), "rules", c.Rules())
+		s.loadedOnce.Do(func() {})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if first != nil && !set.ForceStart {
+		return nil, fmt.Errorf("configuration: %w (FORCE_START_WITHOUT_INITIAL_CONFIG=true starts anyway)", first)
+	}
+	if err := s.listen(reg); err != nil {
+		return nil, err
+	}
+	if !set.DisableStats && !set.UsePrometheus {
+		addr := ""
+		if set.UseStatsd {
+			addr = net.JoinHostPort(set.StatsdHost, strconv.Itoa(set.StatsdPort))
+		}
+		s.flusher = stats.NewFlusher(s.stats, addr, set.StatsFlushInterval, log)
+	}
+	return s, nil
+}
+
+// limiters builds the Limiter over each store, with the library's
+// deadline, breaker and failure policy, and ratekit's metrics on reg.
+func (s *Server) limiters(reg *prometheus.Registry) error {
+	set := s.set
+	common := []core.Option{
+		core.WithPrefix(set.CacheKeyPrefix),
+		core.WithTimeout(set.Timeout),
+		core.WithFailurePolicy(set.Failure),
+		core.WithReplicas(set.Replicas),
+		core.WithBreaker(core.BreakerConfig{Failures: set.BreakerFailures, Backoff: set.BreakerBackoff, MaxBackoff: set.BreakerMaxBackoff}),
+		core.WithLogger(s.log),
+		core.OnBreakerChange(func(_, to core.BreakerState) {
+			if set.RedisHealthCheck {
+				s.health.setRedis(to == core.BreakerClosed)
+			}
+		}),
+	}
+	// envoy counts every hit, denied or not: the compatible Limiter asks
+	// Redis every time, unless LOCAL_CACHE_SIZE_IN_BYTES asks to remember
+	// over-limit keys, as envoy's local cache does
+	denied := set.LocalCacheBytes / 128
+	if set.LocalCacheBytes > 0 {
+		denied = max(denied, 1)
+	}
+	for _, l := range []struct {
+		name  string
+		store core.Store
+		dst   **core.Limiter
+		opts  []core.Option
+	}{
+		{"compatible", s.stores.Compat, &s.compatL, []core.Option{core.WithDeniedCache(denied)}},
+		{"ratekit", s.stores.Native, &s.nativeL, nil},
+	} {
+		col, err := promlimit.New(promlimit.WithConstLabels(prometheus.Labels{"limiter": l.name}))
+		if err != nil {
+			return err
+		}
+		if set.UsePrometheus {
+			if err := reg.Register(col); err != nil {
+				return err
+			}
+		}
+		opts := append(append(append([]core.Option(nil), common...), l.opts...), core.WithObserver(col))
+		lim, err := core.NewLimiter(l.store, opts...)
+		if err != nil {
+			return fmt.Errorf("%s limiter: %w", l.name, err)
+		}
+		*l.dst = lim
+	}
+	if set.UsePrometheus {
+		reg.MustRegister(s.stats.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return nil
+}
+
+func (s *Server) listen(reg *prometheus.Registry) error {
+	set := s.set
+	// gRPC
+	s.grpc = grpc.NewServer(
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionAge: set.GRPCMaxConnectionAge, MaxConnectionAgeGrace: set.GRPCMaxConnectionAgeGrace,
+		}),
+		// calls run on long-lived workers, whose stacks have grown
+		// already, instead of a fresh goroutine each (whose stack grows
+		// by copies on every call): enough for the calls in flight of a
+		// busy server; past them gRPC starts goroutines as usual
+		grpc.NumStreamWorkers(streamWorkers),
+	)
+	rlspb.RegisterRateLimitServiceServer(s.grpc, &rlsServer{svc: s.svc, stats: s.stats, log: s.log})
+	healthpb.RegisterHealthServer(s.grpc, s.health.grpc)
+	var err error
+	if set.GRPCUDS != "" {
+		_ = os.Remove(set.GRPCUDS)
+		s.grpcLis, err = net.Listen("unix", set.GRPCUDS)
+	} else {
+		s.grpcLis, err = net.Listen("tcp", net.JoinHostPort(set.GRPCHost, strconv.Itoa(set.GRPCPort)))
+	}
+	if err != nil {
+		return fmt.Errorf("gRPC listener: %w", err)
+	}
+	// HTTP
+	mux := http.NewServeMux()
+	mux.Handle("/healthcheck", s.health)
+	mux.Handle("/json", jsonHandler(s.svc, s.log))
+	if set.AdminToken != "" {
+		admin := adminHandler(s.svc, set.AdminToken, s.log)
+		mux.Handle("/admin/quota", admin)
+		mux.Handle("/admin/reset", admin)
+	}
+	if err := s.serveHTTP("HTTP", net.JoinHostPort(set.Host, strconv.Itoa(set.Port)), mux); err != nil {
+		return err
+	}
+	// debug
+	endpoints := map[string]string{
+		"/rlconfig":            "print out the currently loaded configuration for debugging",
+		"/debug/pprof/":        "root of various pprof endpoints. hit for help.",
+		"/debug/pprof/profile": "CPU profiling endpoint",
+		"/debug/pprof/trace":   "trace endpoint",
+	}
+	dmux := http.NewServeMux()
+	dmux.HandleFunc("/rlconfig", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, s.svc.Config().Dump())
+	})
+	dmux.HandleFunc("/debug/pprof/", pprof.Index)
+	dmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	dmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	dmux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		keys := make([]string, 0, len(endpoints))
+		for k := range endpoints {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(w, "%s: %s\n", k, endpoints[k])
+		}
+	})
+	if err := s.serveHTTP("debug", net.JoinHostPort(set.DebugHost, strconv.Itoa(set.DebugPort)), dmux); err != nil {
+		return err
+	}
+	if set.UsePrometheus {
+		pmux := http.NewServeMux()
+		pmux.Handle(set.PrometheusPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		if err := s.serveHTTP("Prometheus", set.PrometheusAddr, pmux); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// serveHTTP opens a listener for h now, and serves it from Serve on.
+func (s *Server) serveHTTP(what, addr string, h http.Handler) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s listener: %w", what, err)
+	}
+	s.listeners = append(s.listeners, lis)
+	s.https = append(s.https, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second})
+	return nil
+}
+
+// streamWorkers is how many goroutines serve gRPC calls: an idle one
+// holds its stack, tens of KiB.
+const streamWorkers = 256
+
+// Addrs returns the addresses served: HTTP, gRPC, debug and, when on,
+// Prometheus.
+func (s *Server) Addrs() []string {
+	out := []string{s.listeners[0].Addr().String(), s.grpcLis.Addr().String()}
+	for _, l := range s.listeners[1:] {
+		out = append(out, l.Addr().String())
+	}
+	return out
+}
+
+// Serve serves every listener until Shutdown, and returns the first error
+// of a listener that failed.
+func (s *Server) Serve() error {
+	s.log.Warn("serving", "http", s.listeners[0].Addr().String(), "grpc", s.grpcLis.Addr().String())
+	s.wg.Add(1 + len(s.https))
+	go func() {
+		defer s.wg.Done()
+		if err := s.grpc.Serve(s.grpcLis); err != nil {
+			s.errs <- fmt.Errorf("gRPC: %w", err)
+		}
+	}()
+	for i, h := range s.https {
+		go func() {
+			defer s.wg.Done()
+			if err := h.Serve(s.listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.errs <- err
+			}
+		}()
+	}
+	s.wg.Wait()
+	select {
+	case err := <-s.errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// Shutdown fails the health checks, stops accepting calls, lets those in
+// flight finish within ctx, and closes everything.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.health.setDraining()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+	}
+	for _, h := range s.https {
+		_ = h.Shutdown(ctx)
+	}
+	s.wg.Wait()
+	s.Close()
+}
+
+// Close releases what New built, calls in flight cut off; Shutdown
+// calls it after letting them finish.
+func (s *Server) Close() {
+	if s.grpc != nil {
+		s.grpc.Stop()
+	}
+	for _, h := range s.https {
+		_ = h.Close()
+	}
+	if s.watcher != nil {
+		_ = s.watcher.Close()
+	}
+	if s.flusher != nil {
+		_ = s.flusher.Close()
+	}
+	if s.compatL != nil {
+		_ = s.compatL.Close()
+	}
+	if s.nativeL != nil {
+		_ = s.nativeL.Close()
+	}
+	if s.stores != nil {
+		_ = s.stores.Close()
+	}
+	for _, l := range s.listeners {
+		_ = l.Close()
+	}
+	if s.grpcLis != nil {
+		_ = s.grpcLis.Close()
+	}
+}
+
+// healthState is envoy's health: healthy while every component is, the
+// components being Redis (only with REDIS_HEALTH_CHECK_ACTIVE_CONNECTION),
+// the configuration (only with HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)
+// and not shutting down.
+type healthState struct {
+	mu                   sync.Mutex
+	needConfig           bool
+	redis, config, drain bool
+	grpc                 *health.Server
+}
+
+func newHealth(needConfig bool) *healthState {
+	h := &healthState{needConfig: needConfig, redis: true, config: !needConfig, grpc: health.NewServer()}
+	h.update()
+	return h
+}
+
+func (h *healthState) ok() bool { return h.redis && h.config && !h.drain }
+
+func (h *healthState) update() {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if h.ok() {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	h.grpc.SetServingStatus("ratelimit", st)
+	h.grpc.SetServingStatus("", st)
+}
+
+func (h *healthState) set(f func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f()
+	h.update()
+}
+
+func (h *healthState) setRedis(up bool) { h.set(func() { h.redis = up }) }
+
+// setConfig records whether the configuration loaded has a domain, which
+// matters under HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED only.
+func (h *healthState) setConfig(loaded bool) {
+	h.set(func() {
+		if h.needConfig {
+			h.config = loaded
+		}
+	})
+}
+func (h *healthState) setDraining() { h.set(func() { h.drain = true }) }
+
+func (h *healthState) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	h.mu.Lock()
+	ok := h.ok()
+	h.mu.Unlock()
+	if !ok {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	_, _ = w.Write([]byte("OK"))
+}

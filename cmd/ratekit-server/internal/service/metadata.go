@@ -1,0 +1,71 @@
+package service
+
+import (
+	"fmt"
+	"strings"
+
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// metadata is envoy's dynamic metadata of an answer
+// (RESPONSE_DYNAMIC_METADATA): the domain, the descriptors, the request's
+// hits_addend, the indexes of the descriptors quota_mode let through, and
+// whether any limit was in quota mode.
+func metadata(req *rlspb.RateLimitRequest, violations []int, ds []descriptor) *structpb.Struct {
+	fields := map[string]*structpb.Value{"domain": structpb.NewStringValue(req.GetDomain())}
+	descs := make([]*structpb.Value, 0, len(req.GetDescriptors()))
+	for _, d := range req.GetDescriptors() {
+		if d == nil {
+			continue
+		}
+		f := map[string]*structpb.Value{}
+		entries := make([]*structpb.Value, 0, len(d.GetEntries()))
+		for _, e := range d.GetEntries() {
+			entries = append(entries, structpb.NewStringValue(fmt.Sprintf("%s=%s", e.GetKey(), e.GetValue())))
+		}
+		f["entries"] = structpb.NewListValue(&structpb.ListValue{Values: entries})
+		if l := d.GetLimit(); l != nil {
+			f["limit"] = structpb.NewStringValue(limitText(l))
+		}
+		if h := d.GetHitsAddend(); h != nil {
+			f["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		descs = append(descs, structpb.NewStructValue(&structpb.Struct{Fields: f}))
+	}
+	fields["descriptors"] = structpb.NewListValue(&structpb.ListValue{Values: descs})
+	if h := req.GetHitsAddend(); h != 0 {
+		fields["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	if len(violations) > 0 {
+		vs := make([]*structpb.Value, len(violations))
+		for i, v := range violations {
+			vs[i] = structpb.NewNumberValue(float64(v))
+		}
+		fields["quotaModeViolations"] = structpb.NewListValue(&structpb.ListValue{Values: vs})
+	}
+	quota := false
+	for i := range ds {
+		if r := ds[i].rule; r != nil && r.QuotaMode && !ds[i].override {
+			quota = true
+		}
+	}
+	fields["quotaModeEnabled"] = structpb.NewBoolValue(quota)
+	return &structpb.Struct{Fields: fields}
+}
+
+// limitText writes a descriptor's limit as envoy's metadata does, the
+// message in the protobuf text format on one line, with one space between
+// fields (the protobuf library varies its spacing from build to build).
+func limitText(l *rlv3.RateLimitDescriptor_RateLimitOverride) string {
+	var parts []string
+	if n := l.GetRequestsPerUnit(); n != 0 {
+		parts = append(parts, fmt.Sprintf("requests_per_unit:%d", n))
+	}
+	if u := l.GetUnit(); u != 0 {
+		parts = append(parts, "unit:"+u.String())
+	}
+	return strings.Join(parts, " ")
+}

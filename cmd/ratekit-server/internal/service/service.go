@@ -1,0 +1,685 @@
+// Package service answers envoy's ShouldRateLimit as envoyproxy/ratelimit
+// answers it, over ratekit's Limiters: a status per descriptor in request
+// order; unmatched descriptors and unknown domains OK without a limit;
+// unlimited, replaces, shadow_mode (per rule and global), quota_mode,
+// request and per-descriptor hits_addend, a descriptor's own limit,
+// response headers and dynamic metadata. It is the one place that
+// decides; the gRPC, /json and later front doors only translate.
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/compat"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/stats"
+	"github.com/ratekit/ratekit/core"
+)
+
+// ErrBadRequest is returned, wrapped, for a request envoy refuses too: an
+// empty domain, no descriptors, a descriptor's limit without a unit, more
+// hits than can be counted.
+var ErrBadRequest = errors.New("bad rate limit request")
+
+// ErrNoConfig is returned when no configuration was ever loaded (the
+// server started with FORCE_START_WITHOUT_INITIAL_CONFIG).
+var ErrNoConfig = errors.New("no rate limit configuration loaded")
+
+// Options are the settings a Service answers by.
+type Options struct {
+	// GlobalShadow answers OK whatever the limits say (SHADOW_MODE).
+	GlobalShadow bool
+	// GlobalQuota answers every over-limit descriptor as quota_mode does
+	// (QUOTA_MODE).
+	GlobalQuota bool
+	// Headers, when set, adds the headers of the descriptor closest to
+	// its limit to every answer (LIMIT_RESPONSE_HEADERS_ENABLED), under
+	// these names.
+	Headers                                   bool
+	LimitHeader, RemainingHeader, ResetHeader string
+	// DynamicMetadata adds envoy's dynamic metadata to every answer
+	// (RESPONSE_DYNAMIC_METADATA).
+	DynamicMetadata bool
+	// Stop counts as STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT does: when a
+	// descriptor would go over its limit, only the descriptors that would
+	// go over are counted, in one atomic script.
+	Stop bool
+	// NearLimitRatio is the share of a limit above which a hit counts as
+	// near the limit in statistics (NEAR_LIMIT_RATIO).
+	NearLimitRatio float32
+	// LocalCache is set when denials are remembered locally
+	// (LOCAL_CACHE_SIZE_IN_BYTES), for the statistics.
+	LocalCache bool
+	// Logger logs what goes wrong with one request, at Debug.
+	Logger *slog.Logger
+	// Now is the clock of the answers made without Redis; time.Now when
+	// nil.
+	Now func() time.Time
+}
+
+// Service answers ShouldRateLimit. It is safe for concurrent use.
+type Service struct {
+	opts   Options
+	cfg    atomic.Pointer[config.Config]
+	compat *core.Limiter // counts as envoy counts (compat.Store)
+	native *core.Limiter // ratekit's algorithms (the library's RedisStore)
+	stats  *stats.Stats
+	now    func() time.Time
+	log    *slog.Logger
+}
+
+// New returns a Service deciding envoy-counted limits with compatL and
+// limits of ratekit's algorithms with nativeL, recording statistics in st.
+func New(compatL, nativeL *core.Limiter, st *stats.Stats, opts Options) *Service {
+	s := &Service{opts: opts, compat: compatL, native: nativeL, stats: st, now: opts.Now, log: opts.Logger}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.opts.NearLimitRatio == 0 {
+		s.opts.NearLimitRatio = 0.8
+	}
+	return s
+}
+
+// SetConfig makes c the configuration of every later request.
+func (s *Service) SetConfig(c *config.Config) { s.cfg.Store(c) }
+
+// Config returns the configuration in use, or nil before the first.
+func (s *Service) Config() *config.Config { return s.cfg.Load() }
+
+// descriptor is one descriptor of a request, on its way to an answer.
+type descriptor struct {
+	in        *rlv3.RateLimitDescriptor
+	rule      *config.Rule // nil: no limit
+	limit     config.Limit // the limit answers report (Limits[0], or the descriptor's own)
+	override  bool         // the descriptor's own limit
+	unlimited bool
+	hits      int64
+	statsKey  string
+	identity  string
+	status    *rlspb.RateLimitResponse_DescriptorStatus // the cache's answer
+	cached    bool                                      // a local denial answered
+	counts    []int64                                   // the store's counts, when it answered
+}
+
+// ShouldRateLimit answers req as envoyproxy/ratelimit would.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	resp, err := s.shouldRateLimit(ctx, req)
+	if err != nil {
+		s.stats.ServiceError.Inc()
+	}
+	return resp, err
+}
+
+func (s *Service) shouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, fmt.Errorf("%w: rate limit domain must not be empty", ErrBadRequest)
+	}
+	if len(req.GetDescriptors()) == 0 {
+		return nil, fmt.Errorf("%w: rate limit descriptor list must not be empty", ErrBadRequest)
+	}
+	if n := len(req.GetDescriptors()); n > MaxDescriptors {
+		return nil, fmt.Errorf("%w: %d descriptors in one request; at most %d", ErrBadRequest, n, MaxDescriptors)
+	}
+	for i, d := range req.GetDescriptors() {
+		if n := len(d.GetEntries()); n > MaxEntries {
+			return nil, fmt.Errorf("%w: descriptor %d has %d entries; at most %d", ErrBadRequest, i, n, MaxEntries)
+		}
+	}
+	cfg := s.cfg.Load()
+	if cfg == nil {
+		return nil, ErrNoConfig
+	}
+	ds, err := s.plan(cfg, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.decide(ctx, req.GetDomain(), ds); err != nil {
+		return nil, err
+	}
+	return s.answer(req, ds), nil
+}
+
+// Bounds of one request: envoy's own filters send a handful of
+// descriptors of a few entries each.
+const (
+	MaxDescriptors = 256
+	MaxEntries     = 256
+)
+
+// maxHits bounds the hits of one descriptor: counts stay exact.
+const maxHits = 1 << 32
+
+// plan matches every descriptor, applies unlimited and replaces, and
+// works out each one's hits, as envoy's constructLimitsToCheck does.
+func (s *Service) plan(cfg *config.Config, req *rlspb.RateLimitRequest) ([]descriptor, error) {
+	domain := cfg.Domain(req.GetDomain())
+	ds := make([]descriptor, len(req.GetDescriptors()))
+	var replacing map[string]bool // made when a rule replaces
+	for i, in := range req.GetDescriptors() {
+		d := &ds[i]
+		d.in = in
+		d.hits = int64(max(1, req.GetHitsAddend()))
+		if h := in.GetHitsAddend(); h != nil {
+			if h.GetValue() > maxHits {
+				return nil, fmt.Errorf("%w: descriptor %d: hits_addend %d is above %d", ErrBadRequest, i, h.GetValue(), uint64(maxHits))
+			}
+			d.hits = int64(h.GetValue())
+		}
+		if domain == nil {
+			continue
+		}
+		if o := in.GetLimit(); o != nil {
+			unit := config.Unit(o.GetUnit())
+			period, ok := config.UnitLength(unit)
+			if !ok {
+				return nil, fmt.Errorf("%w: descriptor %d: its limit has no valid unit (%v)", ErrBadRequest, i, o.GetUnit())
+			}
+			rpu := min(o.GetRequestsPerUnit(), core.MaxRate)
+			d.rule = &config.Rule{FullKey: config.OverrideStatsKey(req.GetDomain(), in.GetEntries())}
+			d.limit = config.Limit{RequestsPerUnit: rpu, Unit: unit, Period: period, Algorithm: config.Compatible}
+			d.rule.Limits = []config.Limit{d.limit}
+			d.override = true
+			d.statsKey = d.rule.FullKey
+			d.identity = identity(req.GetDomain(), in.GetEntries(), nil)
+			continue
+		}
+		m := domain.Match(in.GetEntries())
+		if m.Rule == nil {
+			continue
+		}
+		for _, r := range m.Rule.Replaces {
+			if replacing == nil {
+				replacing = map[string]bool{}
+			}
+			replacing[r] = true
+		}
+		if m.Rule.Unlimited {
+			d.unlimited = true
+			continue
+		}
+		d.rule, d.limit, d.statsKey = m.Rule, m.Rule.Limits[0], m.StatsKey
+		d.identity = identity(req.GetDomain(), in.GetEntries(), m.Share)
+	}
+	for i := range ds {
+		if r := ds[i].rule; r != nil && r.Name != "" && replacing[r.Name] {
+			ds[i].rule = nil
+		}
+	}
+	return ds, nil
+}
+
+// identity names a descriptor in storage keys: the domain and each entry,
+// escaped so that two descriptors never share a name. A share_threshold
+// entry stands as its wildcard. The library hashes an identity that could
+// steer a Redis Cluster slot (braces, control bytes, over 128 bytes).
+func identity(domain string, entries []*rlv3.RateLimitDescriptor_Entry, share []string) string {
+	var b strings.Builder
+	n := len(domain)
+	for _, e := range entries {
+		n += len(e.GetKey()) + len(e.GetValue()) + 2
+	}
+	b.Grow(n)
+	escape(&b, domain)
+	for i, e := range entries {
+		b.WriteByte('|')
+		escape(&b, e.GetKey())
+		b.WriteByte('=')
+		v := e.GetValue()
+		if i < len(share) && share[i] != "" {
+			v = share[i]
+		}
+		escape(&b, v)
+	}
+	return b.String()
+}
+
+func escape(b *strings.Builder, s string) {
+	if !strings.ContainsAny(s, `\|=`) {
+		b.WriteString(s)
+		return
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\\' || c == '|' || c == '=' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+}
+
+// decide asks the Limiters about every limited descriptor, and records
+// the statistics of each.
+func (s *Service) decide(ctx context.Context, domain string, ds []descriptor) error {
+	if s.opts.Stop {
+		if err := s.decideStop(ctx, domain, ds); err != nil {
+			return err
+		}
+	}
+	// descriptors are counted apart, as envoy counts them: several are
+	// asked at once, so that they share a round trip, except those of one
+	// storage key, which go one after the other in request order
+	if len(ds) == 1 {
+		if d := &ds[0]; d.rule != nil && d.status == nil {
+			if err := s.decideOne(ctx, d); err != nil {
+				return err
+			}
+		}
+		if d := &ds[0]; d.rule != nil {
+			s.record(d)
+		}
+		return nil
+	}
+	groups := map[string][]*descriptor{}
+	var order []string
+	for i := range ds {
+		d := &ds[i]
+		if d.rule == nil || d.status != nil {
+			continue
+		}
+		k := d.identity + "\x00" + d.limit.Algorithm.String() + d.limit.Period.String()
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], d)
+	}
+	run := func(g []*descriptor) error {
+		for _, d := range g {
+			if err := s.decideOne(ctx, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	switch len(order) {
+	case 0:
+	case 1:
+		if err := run(groups[order[0]]); err != nil {
+			return err
+		}
+	default:
+		errs := make([]error, len(order))
+		var wg sync.WaitGroup
+		for i, k := range order {
+			wg.Go(func() { errs[i] = run(groups[k]) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+	for i := range ds {
+		if d := &ds[i]; d.rule != nil {
+			s.record(d)
+		}
+	}
+	return nil
+}
+
+func (s *Service) decideOne(ctx context.Context, d *descriptor) error {
+	if d.limit.Algorithm == config.Compatible {
+		return s.decideCompat(ctx, d)
+	}
+	return s.decideNative(ctx, d)
+}
+
+// request is the core.Request of one descriptor: the Limiter's key and
+// cost functions read its identity and hits.
+type request struct {
+	ctx      context.Context
+	identity string
+	hits     int
+}
+
+func (r *request) Context() context.Context     { return r.ctx }
+func (r *request) Method() string               { return "" }
+func (r *request) Path() string                 { return "" }
+func (r *request) Route() string                { return "" }
+func (r *request) Header(string) string         { return "" }
+func (r *request) HeaderValues(string) []string { return nil }
+func (r *request) Query(string) string          { return "" }
+func (r *request) RemoteAddr() string           { return "" }
+func keyOf(r core.Request) (string, error)      { return r.(*request).identity, nil }
+func costOf(r core.Request) int                 { return r.(*request).hits }
+
+// compatRule is the library rule of an envoy-counted limit: the rule name
+// carries the window, so that limits of one descriptor with different
+// units count apart, and a descriptor sent with its own limit of the
+// configured unit counts with the configured one, as in envoy.
+func compatRule(l config.Limit) core.Rule {
+	return core.Rule{
+		Name:  "rl" + strconv.FormatInt(int64(l.Period/time.Second), 10) + "s",
+		Limit: l.Core(),
+		Key:   keyOf,
+		Cost:  costOf,
+	}
+}
+
+func (s *Service) decideCompat(ctx context.Context, d *descriptor) error {
+	if d.limit.RequestsPerUnit == 0 {
+		// no library limit holds 0: every hit is over, counted nowhere
+		d.status = s.status(rlspb.RateLimitResponse_OVER_LIMIT, d, 0, s.windowLeft(d.limit.Period))
+		if d.hits == 0 {
+			d.status.Code = rlspb.RateLimitResponse_OK
+		}
+		return nil
+	}
+	rule := compatRule(d.limit)
+	// the count after the call tells the statistics how many of several
+	// hits went over; one hit needs no count (over means over before it)
+	var call *compat.Call
+	cctx := ctx
+	if d.hits > 1 || s.opts.LocalCache { // with a local cache, whether Redis answered
+		call = &compat.Call{}
+		cctx = compat.With(ctx, call)
+	}
+	req := &request{ctx: cctx, identity: d.identity, hits: int(d.hits)}
+	if d.hits == 0 {
+		r, err := s.compat.Peek(cctx, rule, d.identity)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// a look spends nothing: with Redis away, say what is known
+			s.log.Debug("a look (hits_addend 0) without Redis answers OK", "error", err)
+			d.status = s.status(rlspb.RateLimitResponse_OK, d, d.limit.RequestsPerUnit, s.windowLeft(d.limit.Period))
+			return nil
+		}
+		d.settle(s, r, call)
+		return nil
+	}
+	dec, err := s.compat.Check(cctx, req, []core.Rule{rule})
+	if err != nil && !errors.Is(err, core.ErrUnavailable) {
+		return s.storeError(ctx, err)
+	}
+	r := dec.Results[0]
+	d.cached = !r.Allowed && !r.Degraded && s.opts.LocalCache && r.RetryAfter >= 0 && cachedAnswer(call)
+	d.settle(s, r.Result, call)
+	return nil
+}
+
+// cachedAnswer reports whether a denial may have come from the local
+// cache: the store did not answer the call (unknown without a Call).
+func cachedAnswer(call *compat.Call) bool { return call == nil || !call.Answered }
+
+// settle makes the cache's status of d from the result of its limit.
+func (d *descriptor) settle(s *Service, r core.Result, call *compat.Call) {
+	if call != nil && call.Answered {
+		d.counts = call.Counts
+	}
+	reset := r.ResetAfter
+	if !r.Allowed {
+		reset = max(reset, r.RetryAfter)
+	}
+	if reset <= 0 && d.limit.Algorithm == config.Compatible {
+		// a denial made without asking Redis (a cost above the limit):
+		// the window's end by the local clock
+		reset = s.windowLeft(d.limit.Period)
+	}
+	if r.Allowed {
+		d.status = s.status(rlspb.RateLimitResponse_OK, d, uint32(r.Remaining), reset)
+		return
+	}
+	d.status = s.status(rlspb.RateLimitResponse_OVER_LIMIT, d, 0, reset)
+}
+
+func (s *Service) storeError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	s.stats.RedisError.Inc()
+	return err
+}
+
+// decideStop decides every envoy-counted descriptor of the request in one
+// call, as STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT counts them. The keys
+// share the domain's hash tag, so that a Redis Cluster keeps them in one
+// slot and one script decides them.
+func (s *Service) decideStop(ctx context.Context, domain string, ds []descriptor) error {
+	var (
+		rules []core.Rule
+		idx   []int
+		hits  []int64
+	)
+	for i := range ds {
+		d := &ds[i]
+		if d.rule == nil || d.limit.Algorithm != config.Compatible || d.limit.RequestsPerUnit == 0 {
+			continue
+		}
+		r := compatRule(d.limit)
+		r.Name += "." + hashHex(d.identity)
+		r.Cost = nil
+		rules = append(rules, r)
+		idx = append(idx, i)
+		hits = append(hits, d.hits)
+	}
+	if len(rules) == 0 {
+		return nil
+	}
+	call := &compat.Call{Stop: true, Hits: hits}
+	cctx := compat.With(ctx, call)
+	req := &request{ctx: cctx, identity: "stop|" + domain, hits: 1}
+	dec, err := s.compat.Check(cctx, req, rules)
+	if err != nil && !errors.Is(err, core.ErrUnavailable) {
+		return s.storeError(ctx, err)
+	}
+	for j, i := range idx {
+		d := &ds[i]
+		var r core.Result
+		if j < len(dec.Results) {
+			r = dec.Results[j].Result
+		}
+		d.settle(s, r, nil)
+		if call.Answered && j < len(call.Counts) {
+			d.counts = []int64{call.Counts[j]}
+		}
+	}
+	return nil
+}
+
+// decideNative decides a descriptor of ratekit's algorithms: all its
+// limits in one script call, all or nothing.
+func (s *Service) decideNative(ctx context.Context, d *descriptor) error {
+	rules := make([]core.Rule, len(d.rule.Limits))
+	for i, l := range d.rule.Limits {
+		rules[i] = core.Rule{Name: "rk" + strconv.Itoa(i), Limit: l.Core(), Key: keyOf, Cost: costOf}
+	}
+	if d.hits == 0 {
+		return s.peekNative(ctx, d, rules)
+	}
+	req := &request{ctx: ctx, identity: d.identity, hits: int(d.hits)}
+	dec, err := s.native.Check(ctx, req, rules)
+	if err != nil && !errors.Is(err, core.ErrUnavailable) {
+		return s.storeError(ctx, err)
+	}
+	if dec.Limiting < 0 || dec.Limiting >= len(dec.Results) {
+		return fmt.Errorf("ratekit: no result for %s", d.rule.FullKey)
+	}
+	lr := dec.Results[dec.Limiting]
+	d.limit = d.rule.Limits[dec.Limiting]
+	d.settle(s, lr.Result, nil)
+	return nil
+}
+
+// peekNative answers a look at every limit of d: over when any limit has
+// no unit left.
+func (s *Service) peekNative(ctx context.Context, d *descriptor, rules []core.Rule) error {
+	best := -1
+	var bestR core.Result
+	for i, r := range rules {
+		res, err := s.native.Peek(ctx, r, d.identity)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			s.log.Debug("a look (hits_addend 0) without Redis answers OK", "error", err)
+			d.status = s.status(rlspb.RateLimitResponse_OK, d, d.limit.RequestsPerUnit, s.windowLeft(d.limit.Period))
+			return nil
+		}
+		if best < 0 || !res.Allowed && bestR.Allowed || res.Allowed == bestR.Allowed && res.Remaining < bestR.Remaining {
+			best, bestR = i, res
+		}
+	}
+	d.limit = d.rule.Limits[best]
+	d.settle(s, bestR, nil)
+	return nil
+}
+
+// windowLeft is the time to the end of the current calendar window of
+// period, by the local clock.
+func (s *Service) windowLeft(period time.Duration) time.Duration {
+	now := s.now().UnixNano()
+	p := int64(period)
+	return time.Duration(p - now%p)
+}
+
+// status is the cache's status of a limited descriptor.
+func (s *Service) status(code rlspb.RateLimitResponse_Code, d *descriptor, remaining uint32, reset time.Duration) *rlspb.RateLimitResponse_DescriptorStatus {
+	secs := int64(math.Ceil(reset.Seconds()))
+	cur := d.limit.Proto
+	if cur == nil {
+		cur = &rlspb.RateLimitResponse_RateLimit{Name: d.limit.Name, RequestsPerUnit: d.limit.RequestsPerUnit, Unit: d.limit.Unit}
+	}
+	return &rlspb.RateLimitResponse_DescriptorStatus{
+		Code:               code,
+		CurrentLimit:       cur,
+		LimitRemaining:     remaining,
+		DurationUntilReset: &durationpb.Duration{Seconds: max(secs, 1)},
+	}
+}
+
+// record counts d's hits in its statistics, as envoy's base limiter does;
+// and turns an over-limit status OK under shadow_mode.
+func (s *Service) record(d *descriptor) {
+	st := s.stats.Rule(d.statsKey)
+	hits := uint64(d.hits)
+	st.TotalHits.Add(hits)
+	over := d.status.Code == rlspb.RateLimitResponse_OVER_LIMIT
+	limit := uint64(d.limit.RequestsPerUnit)
+	near := uint64(math.Floor(float64(float32(limit) * s.opts.NearLimitRatio)))
+	after, before := uint64(0), uint64(0)
+	known := len(d.counts) == 1
+	if known {
+		after = uint64(d.counts[0])
+		before = after - min(after, hits)
+	}
+	switch {
+	case over && d.cached:
+		st.OverLimit.Add(hits)
+		st.OverLimitWithLocalCache.Add(hits)
+	case over:
+		if !known || before >= limit {
+			st.OverLimit.Add(hits)
+		} else {
+			st.OverLimit.Add(after - limit)
+			st.NearLimit.Add(limit - max(near, before))
+		}
+	default:
+		if !known {
+			after = limit - uint64(d.status.LimitRemaining)
+			before = after - min(after, hits)
+		}
+		if after > near {
+			if before >= near {
+				st.NearLimit.Add(hits)
+			} else {
+				st.NearLimit.Add(after - near)
+			}
+		}
+		st.WithinLimit.Add(hits)
+	}
+	if over && d.rule.ShadowMode {
+		d.status.Code = rlspb.RateLimitResponse_OK
+		if d.cached || !known || before >= limit {
+			st.ShadowMode.Add(hits)
+		} else {
+			st.ShadowMode.Add(after - limit)
+		}
+	}
+}
+
+// answer builds the response from the statuses, as envoy's
+// shouldRateLimitWorker does.
+func (s *Service) answer(req *rlspb.RateLimitRequest, ds []descriptor) *rlspb.RateLimitResponse {
+	resp := &rlspb.RateLimitResponse{Statuses: make([]*rlspb.RateLimitResponse_DescriptorStatus, len(ds))}
+	final := rlspb.RateLimitResponse_OK
+	minRemaining := uint32(math.MaxUint32)
+	var closest *rlspb.RateLimitResponse_DescriptorStatus
+	var violations []int
+	for i := range ds {
+		d := &ds[i]
+		st := d.status
+		if st == nil {
+			st = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK}
+		}
+		if s.opts.Headers && st.CurrentLimit != nil && st.LimitRemaining < minRemaining {
+			closest, minRemaining = st, st.LimitRemaining
+		}
+		switch {
+		case d.unlimited:
+			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+		case st.Code == rlspb.RateLimitResponse_OVER_LIMIT && (s.opts.GlobalQuota || d.rule != nil && d.rule.QuotaMode):
+			violations = append(violations, i)
+			resp.Statuses[i] = &rlspb.RateLimitResponse_DescriptorStatus{Code: rlspb.RateLimitResponse_OK, CurrentLimit: st.CurrentLimit, LimitRemaining: st.LimitRemaining}
+		case st.Code == rlspb.RateLimitResponse_OVER_LIMIT:
+			resp.Statuses[i] = st
+			final = st.Code
+			closest, minRemaining = st, 0
+		default:
+			resp.Statuses[i] = st
+		}
+	}
+	if s.opts.Headers && closest != nil {
+		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{
+			{Key: s.opts.LimitHeader, Value: strconv.FormatUint(uint64(closest.CurrentLimit.GetRequestsPerUnit()), 10)},
+			{Key: s.opts.RemainingHeader, Value: strconv.FormatUint(uint64(closest.LimitRemaining), 10)},
+			{Key: s.opts.ResetHeader, Value: strconv.FormatInt(s.resetOf(closest), 10)},
+		}
+	}
+	if final == rlspb.RateLimitResponse_OVER_LIMIT && s.opts.GlobalShadow {
+		final = rlspb.RateLimitResponse_OK
+		s.stats.GlobalShadowMode.Inc()
+	}
+	if s.opts.DynamicMetadata {
+		resp.DynamicMetadata = metadata(req, violations, ds)
+	}
+	resp.OverallCode = final
+	return resp
+}
+
+// resetOf is the reset header of a status: the seconds to its window's
+// end.
+func (s *Service) resetOf(st *rlspb.RateLimitResponse_DescriptorStatus) int64 {
+	if d := st.GetDurationUntilReset(); d != nil {
+		return d.GetSeconds()
+	}
+	period, ok := config.UnitLength(st.GetCurrentLimit().GetUnit())
+	if !ok {
+		return 0
+	}
+	return int64(math.Ceil(s.windowLeft(period).Seconds()))
+}
+
+// hashHex is a short hex hash of s, for rule names that must not carry s.
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:16])
+}

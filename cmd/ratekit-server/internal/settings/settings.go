@@ -1,0 +1,378 @@
+// Package settings reads the server's settings from the environment:
+// envoyproxy/ratelimit's variables, with its names and defaults, and
+// ratekit's own, prefixed RATEKIT_. A setting the server cannot honour is
+// an error at start, never ignored; one that tunes a part of envoy that
+// ratekit does not have (a pipeline window, an expiry jitter) is accepted
+// and said to change nothing.
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
+	"github.com/ratekit/ratekit/core"
+)
+
+// Settings are the server's settings.
+type Settings struct {
+	Host      string
+	Port      int
+	DebugHost string
+	DebugPort int
+	GRPCHost  string
+	GRPCPort  int
+	GRPCUDS   string
+
+	GRPCMaxConnectionAge      time.Duration
+	GRPCMaxConnectionAgeGrace time.Duration
+
+	LogLevel  string
+	LogFormat string
+
+	ForceStart          bool
+	HealthyWithConfig   bool
+	RuntimeRoot         string
+	RuntimeSubdirectory string
+	RuntimeAppDirectory string
+	RuntimeIgnoreDot    bool
+	RuntimeWatchRoot    bool
+	MergeDomains        bool
+
+	UseStatsd          bool
+	StatsdHost         string
+	StatsdPort         int
+	StatsFlushInterval time.Duration
+	DisableStats       bool
+	UsePrometheus      bool
+	PrometheusAddr     string
+	PrometheusPath     string
+
+	LocalCacheBytes int
+	NearLimitRatio  float32
+	CacheKeyPrefix  string
+	Stop            bool
+
+	HeadersEnabled  bool
+	LimitHeader     string
+	RemainingHeader string
+	ResetHeader     string
+
+	RedisSocketType    string
+	RedisType          string
+	RedisURL           string
+	RedisPoolSize      int
+	RedisAuth          string
+	RedisSentinelAuth  string
+	RedisTLS           bool
+	RedisTLSCert       string
+	RedisTLSKey        string
+	RedisTLSCACert     string
+	RedisTLSSkipVerify bool
+	RedisTimeout       time.Duration
+	RedisHealthCheck   bool
+
+	GlobalShadow    bool
+	GlobalQuota     bool
+	DynamicMetadata bool
+
+	// ratekit's own
+	Failure           core.FailurePolicy
+	Timeout           time.Duration
+	Replicas          int
+	Algorithm         config.Algorithm
+	Batch             int
+	AdminToken        string
+	BreakerFailures   int
+	BreakerBackoff    time.Duration
+	BreakerMaxBackoff time.Duration
+}
+
+// Setting is one variable the server reads.
+type Setting struct {
+	Name    string
+	Default string
+	Doc     string
+	set     func(s *Settings, v string) error
+}
+
+// Table lists every variable, envoy's first, in the order of the docs.
+var Table = []Setting{
+	{"HOST", "0.0.0.0", "address of the HTTP port (/healthcheck, /json)", str(func(s *Settings) *string { return &s.Host })},
+	{"PORT", "8080", "HTTP port", integer(func(s *Settings) *int { return &s.Port })},
+	{"GRPC_HOST", "0.0.0.0", "address of the gRPC port", str(func(s *Settings) *string { return &s.GRPCHost })},
+	{"GRPC_PORT", "8081", "gRPC port (RateLimitService and health)", integer(func(s *Settings) *int { return &s.GRPCPort })},
+	{"GRPC_UDS", "", "a unix socket path to serve gRPC on instead of GRPC_HOST:GRPC_PORT", str(func(s *Settings) *string { return &s.GRPCUDS })},
+	{"GRPC_MAX_CONNECTION_AGE", "24h", "connections are closed (GoAway) after about this long", duration(func(s *Settings) *time.Duration { return &s.GRPCMaxConnectionAge })},
+	{"GRPC_MAX_CONNECTION_AGE_GRACE", "1h", "then forcibly after this much more", duration(func(s *Settings) *time.Duration { return &s.GRPCMaxConnectionAgeGrace })},
+	{"DEBUG_HOST", "0.0.0.0", "address of the debug port (/rlconfig, pprof)", str(func(s *Settings) *string { return &s.DebugHost })},
+	{"DEBUG_PORT", "6070", "debug port", integer(func(s *Settings) *int { return &s.DebugPort })},
+	{"LOG_LEVEL", "WARN", "trace, debug, info, warn, error, fatal or panic", oneOf(func(s *Settings) *string { return &s.LogLevel }, "trace", "debug", "info", "warn", "warning", "error", "fatal", "panic")},
+	{"LOG_FORMAT", "text", "text or json", str(func(s *Settings) *string { return &s.LogFormat })},
+	{"CONFIG_TYPE", "FILE", "FILE only (GRPC_XDS_SOTW is refused)", oneOf(nil, "file")},
+	{"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", "start even when the files cannot be loaded (answers errors until they can)", boolean(func(s *Settings) *bool { return &s.ForceStart })},
+	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "false", "unhealthy until a configuration with a domain is loaded", boolean(func(s *Settings) *bool { return &s.HealthyWithConfig })},
+	{"RUNTIME_ROOT", "/srv/runtime_data/current", "root of the configuration files", str(func(s *Settings) *string { return &s.RuntimeRoot })},
+	{"RUNTIME_SUBDIRECTORY", "", "subdirectory of RUNTIME_ROOT", str(func(s *Settings) *string { return &s.RuntimeSubdirectory })},
+	{"RUNTIME_APPDIRECTORY", "config", "directory of the files under it: every file there is loaded", str(func(s *Settings) *string { return &s.RuntimeAppDirectory })},
+	{"RUNTIME_IGNOREDOTFILES", "false", "skip files and directories whose name starts with a dot", boolean(func(s *Settings) *bool { return &s.RuntimeIgnoreDot })},
+	{"RUNTIME_WATCH_ROOT", "true", "watch RUNTIME_ROOT for a symlink swap (true) or the directory's files (false)", boolean(func(s *Settings) *bool { return &s.RuntimeWatchRoot })},
+	{"MERGE_DOMAIN_CONFIG", "false", "let several files add to one domain", boolean(func(s *Settings) *bool { return &s.MergeDomains })},
+	{"USE_STATSD", "true", "send statistics to statsd over TCP", boolean(func(s *Settings) *bool { return &s.UseStatsd })},
+	{"STATSD_HOST", "localhost", "statsd host", str(func(s *Settings) *string { return &s.StatsdHost })},
+	{"STATSD_PORT", "8125", "statsd port", integer(func(s *Settings) *int { return &s.StatsdPort })},
+	{"STATS_FLUSH_INTERVAL", "10s", "how often statistics go to statsd (or the log)", duration(func(s *Settings) *time.Duration { return &s.StatsFlushInterval })},
+	{"DISABLE_STATS", "false", "no statistics at all", boolean(func(s *Settings) *bool { return &s.DisableStats })},
+	{"USE_PROMETHEUS", "false", "serve statistics to Prometheus (USE_STATSD must be false)", boolean(func(s *Settings) *bool { return &s.UsePrometheus })},
+	{"PROMETHEUS_ADDR", ":9090", "address of the Prometheus listener", str(func(s *Settings) *string { return &s.PrometheusAddr })},
+	{"PROMETHEUS_PATH", "/metrics", "path of the Prometheus endpoint", str(func(s *Settings) *string { return &s.PrometheusPath })},
+	{"PROMETHEUS_MAPPER_YAML", "", "refused when set: the series are envoy's default mapping's", refused("a statsd mapping of one's own")},
+	{"USE_DOG_STATSD", "false", "refused when true", refusedTrue("DogStatsD")},
+	{"EXTRA_TAGS", "", "refused when set", refused("extra statistics tags")},
+	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", "remember over-limit keys locally until their window ends (about 128 bytes a key); 0 turns it off", integer(func(s *Settings) *int { return &s.LocalCacheBytes })},
+	{"NEAR_LIMIT_RATIO", "0.8", "share of a limit from which hits count as near_limit", ratio(func(s *Settings) *float32 { return &s.NearLimitRatio })},
+	{"CACHE_KEY_PREFIX", "", "prefix of every Redis key", str(func(s *Settings) *string { return &s.CacheKeyPrefix })},
+	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false", "when a descriptor would go over, count only those that would (one atomic script)", boolean(func(s *Settings) *bool { return &s.Stop })},
+	{"LIMIT_RESPONSE_HEADERS_ENABLED", "false", "add the closest descriptor's limit, remaining and reset as response headers", boolean(func(s *Settings) *bool { return &s.HeadersEnabled })},
+	{"LIMIT_LIMIT_HEADER", "RateLimit-Limit", "name of the limit header", str(func(s *Settings) *string { return &s.LimitHeader })},
+	{"LIMIT_REMAINING_HEADER", "RateLimit-Remaining", "name of the remaining header", str(func(s *Settings) *string { return &s.RemainingHeader })},
+	{"LIMIT_RESET_HEADER", "RateLimit-Reset", "name of the reset header", str(func(s *Settings) *string { return &s.ResetHeader })},
+	{"SHADOW_MODE", "false", "answer OK whatever the limits say (they are still counted)", boolean(func(s *Settings) *bool { return &s.GlobalShadow })},
+	{"QUOTA_MODE", "false", "answer over-limit descriptors OK, as quota_mode does", boolean(func(s *Settings) *bool { return &s.GlobalQuota })},
+	{"RESPONSE_DYNAMIC_METADATA", "false", "add envoy's dynamic metadata to answers", boolean(func(s *Settings) *bool { return &s.DynamicMetadata })},
+	{"BACKEND_TYPE", "redis", "redis only (memcache is refused)", oneOf(nil, "redis", "")},
+	{"REDIS_SOCKET_TYPE", "unix", "tcp or unix", oneOf(func(s *Settings) *string { return &s.RedisSocketType }, "tcp", "unix")},
+	{"REDIS_TYPE", "SINGLE", "SINGLE, SENTINEL (REDIS_URL = master,host:port,...) or CLUSTER (host:port,...)", oneOf(func(s *Settings) *string { return &s.RedisType }, "single", "sentinel", "cluster")},
+	{"REDIS_URL", "/var/run/nutcracker/ratelimit.sock", "address(es) of Redis, as REDIS_TYPE says", str(func(s *Settings) *string { return &s.RedisURL })},
+	{"REDIS_POOL_SIZE", "10", "connections per Redis server", integer(func(s *Settings) *int { return &s.RedisPoolSize })},
+	{"REDIS_AUTH", "", "password, or user:password", str(func(s *Settings) *string { return &s.RedisAuth })},
+	{"REDIS_SENTINEL_AUTH", "", "password (or user:password) of the Sentinels", str(func(s *Settings) *string { return &s.RedisSentinelAuth })},
+	{"REDIS_TLS", "false", "TLS to Redis", boolean(func(s *Settings) *bool { return &s.RedisTLS })},
+	{"REDIS_TLS_CLIENT_CERT", "", "client certificate file", str(func(s *Settings) *string { return &s.RedisTLSCert })},
+	{"REDIS_TLS_CLIENT_KEY", "", "client key file", str(func(s *Settings) *string { return &s.RedisTLSKey })},
+	{"REDIS_TLS_CACERT", "", "CA file of the server's certificate", str(func(s *Settings) *string { return &s.RedisTLSCACert })},
+	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false", "accept a certificate for another host name", boolean(func(s *Settings) *bool { return &s.RedisTLSSkipVerify })},
+	{"REDIS_TIMEOUT", "10s", "dial, read and write timeout of the Redis client (each decision also has RATEKIT_TIMEOUT)", duration(func(s *Settings) *time.Duration { return &s.RedisTimeout })},
+	{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "false", "unhealthy while the circuit breaker holds Redis as down", boolean(func(s *Settings) *bool { return &s.RedisHealthCheck })},
+	{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "WAIT", "WAIT only, as envoy (CREATE and ERROR are refused)", oneOf(nil, "wait")},
+	{"REDIS_PIPELINE_WINDOW", "0", "accepted, changes nothing: concurrent calls share pipelines without waiting", noEffect()},
+	{"REDIS_PIPELINE_LIMIT", "0", "accepted, changes nothing (as in envoy)", noEffect()},
+	{"EXPIRATION_JITTER_MAX_SECONDS", "300", "accepted, changes nothing: keys expire at their window's end", noEffect()},
+	{"REDIS_PERSECOND", "false", "refused when true: one Redis serves every limit", refusedTrue("a second Redis for per-second limits")},
+	{"TRACING_ENABLED", "false", "refused when true", refusedTrue("OpenTelemetry tracing")},
+	{"GRPC_SERVER_USE_TLS", "false", "refused when true: terminate TLS in front of the server", refusedTrue("TLS on the gRPC port")},
+
+	{"RATEKIT_FAILURE_POLICY", "local", "when Redis fails: local (limit per replica), open (allow) or closed (deny)", failure},
+	{"RATEKIT_TIMEOUT", "50ms", "deadline of each decision's Redis call", duration(func(s *Settings) *time.Duration { return &s.Timeout })},
+	{"RATEKIT_REPLICAS", "1", "replicas sharing the limits: each holds 1/N of a limit while Redis is away", integer(func(s *Settings) *int { return &s.Replicas })},
+	{"RATEKIT_ALGORITHM", "compatible", "how limits that name none are counted: compatible (as envoy), gcra, fixed, sliding-log, sliding-counter", algorithm},
+	{"RATEKIT_BATCH", "4", "pipelines in flight on a SINGLE or SENTINEL Redis, shared by concurrent calls; 0 sends each call alone", integer(func(s *Settings) *int { return &s.Batch })},
+	{"RATEKIT_ADMIN_TOKEN", "", "bearer token of /admin/quota and /admin/reset on PORT; empty: no admin endpoints", str(func(s *Settings) *string { return &s.AdminToken })},
+	{"RATEKIT_BREAKER_FAILURES", "5", "consecutive failures that open the circuit breaker", integer(func(s *Settings) *int { return &s.BreakerFailures })},
+	{"RATEKIT_BREAKER_BACKOFF", "100ms", "first wait before probing Redis again", duration(func(s *Settings) *time.Duration { return &s.BreakerBackoff })},
+	{"RATEKIT_BREAKER_MAX_BACKOFF", "1s", "longest wait between probes", duration(func(s *Settings) *time.Duration { return &s.BreakerMaxBackoff })},
+}
+
+// Load reads the settings through lookup (os.LookupEnv). It returns notes
+// on settings accepted that change nothing, and an error naming every
+// setting that is malformed or cannot be honoured.
+func Load(lookup func(string) (string, bool)) (Settings, []string, error) {
+	var (
+		s     Settings
+		notes []string
+		errs  []error
+	)
+	for _, t := range Table {
+		v, set := lookup(t.Name)
+		if !set {
+			v = t.Default
+		}
+		err := t.set(&s, v)
+		switch {
+		case errors.Is(err, errNoEffect):
+			if set && v != t.Default {
+				notes = append(notes, fmt.Sprintf("%s=%s: %s", t.Name, v, t.Doc))
+			}
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s=%q: %w", t.Name, v, err))
+		}
+	}
+	errs = append(errs, s.check(lookup)...)
+	return s, notes, errors.Join(errs...)
+}
+
+// check refuses combinations the server cannot honour.
+func (s *Settings) check(lookup func(string) (string, bool)) []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if s.UsePrometheus && s.UseStatsd {
+		add("USE_PROMETHEUS and USE_STATSD are both true: envoy refuses two statistics sinks too; set USE_STATSD=false")
+	}
+	if s.RuntimeWatchRoot && s.RuntimeSubdirectory == "" {
+		add("RUNTIME_WATCH_ROOT=true needs RUNTIME_SUBDIRECTORY: files are loaded from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY (envoy would load none)")
+	}
+	if s.RedisTLS && (s.RedisTLSCert == "") != (s.RedisTLSKey == "") {
+		add("REDIS_TLS_CLIENT_CERT and REDIS_TLS_CLIENT_KEY go together")
+	}
+	if strings.ContainsAny(s.CacheKeyPrefix, "{}") || hasControl(s.CacheKeyPrefix) || len(s.CacheKeyPrefix) > 64 {
+		add("CACHE_KEY_PREFIX=%q: a prefix of at most 64 bytes without braces or control bytes", s.CacheKeyPrefix)
+	}
+	if s.Replicas < 1 {
+		add("RATEKIT_REPLICAS=%d: at least 1", s.Replicas)
+	}
+	if s.Batch < 0 || s.Batch > 64 {
+		add("RATEKIT_BATCH=%d: 0 to 64", s.Batch)
+	}
+	if s.Timeout <= 0 {
+		add("RATEKIT_TIMEOUT must be above 0")
+	}
+	if s.LocalCacheBytes < 0 {
+		add("LOCAL_CACHE_SIZE_IN_BYTES must not be negative")
+	}
+	if s.StatsFlushInterval <= 0 {
+		add("STATS_FLUSH_INTERVAL must be above 0")
+	}
+	for _, name := range []string{"MEMCACHE_HOST_PORT", "MEMCACHE_SRV"} {
+		if v, ok := lookup(name); ok && v != "" {
+			add("%s is set: ratekit keeps limits in Redis only", name)
+		}
+	}
+	if s.RedisPoolSize < 1 {
+		add("REDIS_POOL_SIZE must be at least 1")
+	}
+	if s.AdminToken != "" && len(s.AdminToken) < 16 {
+		add("RATEKIT_ADMIN_TOKEN is shorter than 16 bytes")
+	}
+	return errs
+}
+
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+var errNoEffect = errors.New("no effect")
+
+func str(f func(*Settings) *string) func(*Settings, string) error {
+	return func(s *Settings, v string) error { *f(s) = v; return nil }
+}
+
+func integer(f func(*Settings) *int) func(*Settings, string) error {
+	return func(s *Settings, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return errors.New("not an integer")
+		}
+		*f(s) = n
+		return nil
+	}
+}
+
+func boolean(f func(*Settings) *bool) func(*Settings, string) error {
+	return func(s *Settings, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return errors.New("not a boolean (true or false)")
+		}
+		*f(s) = b
+		return nil
+	}
+}
+
+func duration(f func(*Settings) *time.Duration) func(*Settings, string) error {
+	return func(s *Settings, v string) error {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			return errors.New("not a Go duration (such as 50ms or 10s)")
+		}
+		*f(s) = d
+		return nil
+	}
+}
+
+func ratio(f func(*Settings) *float32) func(*Settings, string) error {
+	return func(s *Settings, v string) error {
+		r, err := strconv.ParseFloat(strings.TrimSpace(v), 32)
+		if err != nil || r < 0 || r > 1 {
+			return errors.New("not a ratio between 0 and 1")
+		}
+		*f(s) = float32(r)
+		return nil
+	}
+}
+
+func oneOf(f func(*Settings) *string, allowed ...string) func(*Settings, string) error {
+	return func(s *Settings, v string) error {
+		for _, a := range allowed {
+			if strings.EqualFold(v, a) {
+				if f != nil {
+					*f(s) = strings.ToLower(v)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("not one of %s", strings.Join(allowed, ", "))
+	}
+}
+
+func refused(what string) func(*Settings, string) error {
+	return func(_ *Settings, v string) error {
+		if v != "" {
+			return fmt.Errorf("ratekit-server has no %s", what)
+		}
+		return nil
+	}
+}
+
+func refusedTrue(what string) func(*Settings, string) error {
+	return func(_ *Settings, v string) error {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return errors.New("not a boolean (true or false)")
+		}
+		if b {
+			return fmt.Errorf("ratekit-server has no %s", what)
+		}
+		return nil
+	}
+}
+
+func noEffect() func(*Settings, string) error {
+	return func(*Settings, string) error { return errNoEffect }
+}
+
+func failure(s *Settings, v string) error {
+	p, err := core.ParseFailurePolicy(v)
+	if err != nil {
+		return errors.New("not local, open or closed")
+	}
+	s.Failure = p
+	return nil
+}
+
+func algorithm(s *Settings, v string) error {
+	a, err := config.ParseAlgorithm(v)
+	if err != nil {
+		return err
+	}
+	s.Algorithm = a
+	return nil
+}
+
+// Names returns the names of every setting, sorted.
+func Names() []string {
+	out := make([]string, len(Table))
+	for i, t := range Table {
+		out[i] = t.Name
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,69 @@
+package settings_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/settings"
+	"github.com/ratekit/ratekit/core"
+)
+
+func env(kv ...string) func(string) (string, bool) {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestDefaultsAreEnvoys(t *testing.T) {
+	s, notes, err := settings.Load(env("RUNTIME_SUBDIRECTORY", "ratelimit"))
+	if err != nil || len(notes) != 0 {
+		t.Fatal(err, notes)
+	}
+	if s.Port != 8080 || s.GRPCPort != 8081 || s.DebugPort != 6070 || s.RedisURL != "/var/run/nutcracker/ratelimit.sock" ||
+		s.RedisSocketType != "unix" || s.RedisType != "single" || s.RedisPoolSize != 10 || !s.UseStatsd ||
+		s.PrometheusAddr != ":9090" || s.NearLimitRatio != 0.8 || s.LimitHeader != "RateLimit-Limit" ||
+		s.StatsFlushInterval != 10*time.Second || s.RuntimeAppDirectory != "config" || !s.RuntimeWatchRoot {
+		t.Fatalf("defaults: %+v", s)
+	}
+	if s.Failure != core.FailLocal || s.Timeout != 50*time.Millisecond || s.Batch != 4 {
+		t.Fatalf("ratekit's defaults: %+v", s)
+	}
+}
+
+func TestRefused(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"PORT", "eighty"}, "PORT=\"eighty\": not an integer"},
+		{[]string{"USE_PROMETHEUS", "true"}, "USE_STATSD are both true"},
+		{[]string{"BACKEND_TYPE", "memcache"}, "BACKEND_TYPE"},
+		{[]string{"CONFIG_TYPE", "GRPC_XDS_SOTW"}, "CONFIG_TYPE"},
+		{[]string{"REDIS_PERSECOND", "true"}, "a second Redis"},
+		{[]string{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "CREATE"}, "REDIS_POOL_ON_EMPTY_BEHAVIOR"},
+		{[]string{"TRACING_ENABLED", "true"}, "tracing"},
+		{[]string{"RATEKIT_FAILURE_POLICY", "maybe"}, "RATEKIT_FAILURE_POLICY"},
+		{[]string{"RATEKIT_ALGORITHM", "leaky"}, "RATEKIT_ALGORITHM"},
+		{[]string{"CACHE_KEY_PREFIX", "{x}"}, "CACHE_KEY_PREFIX"},
+		{[]string{"NEAR_LIMIT_RATIO", "2"}, "NEAR_LIMIT_RATIO"},
+		{[]string{"RUNTIME_SUBDIRECTORY", ""}, "RUNTIME_WATCH_ROOT=true needs RUNTIME_SUBDIRECTORY"},
+		{[]string{"MEMCACHE_HOST_PORT", "a:1"}, "MEMCACHE_HOST_PORT"},
+		{[]string{"RATEKIT_ADMIN_TOKEN", "short"}, "shorter than 16"},
+	} {
+		e := append([]string{"RUNTIME_SUBDIRECTORY", "x"}, tc.env...)
+		_, _, err := settings.Load(env(e...))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want an error containing %q", tc.env, err, tc.want)
+		}
+	}
+}
+
+func TestNoEffectIsSaid(t *testing.T) {
+	_, notes, err := settings.Load(env("RUNTIME_SUBDIRECTORY", "x", "REDIS_PIPELINE_WINDOW", "150us", "EXPIRATION_JITTER_MAX_SECONDS", "300"))
+	if err != nil || len(notes) != 1 || !strings.Contains(notes[0], "REDIS_PIPELINE_WINDOW=150us") {
+		t.Fatalf("notes %q, error %v", notes, err)
+	}
+}
