@@ -92,7 +92,7 @@ func TestOverrideBeatsPlan(t *testing.T) {
 func TestOverrideExpires(t *testing.T) {
 	clock := testkit.NewClock(testkit.Start)
 	c, advance := testkit.FakeRedis(t, clock)
-	l := newLimiter(t, testkit.MustRedis(c), core.WithClock(clock.Now))
+	l := newLimiter(t, testkit.MustRedis(c), core.WithClock(clock.Now), core.WithTimeout(5*time.Second))
 	fixed := core.Limit{Rate: 2, Period: time.Hour, Algorithm: core.FixedWindow}
 	r := overRule("api", fixed, "user:alice")
 	if err := l.SetOverride(context.Background(), r, "user:alice", core.PerHour(4), time.Minute); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -26,7 +27,7 @@ func TestDecisionsOwnTheirResults(t *testing.T) {
 	stores := map[string]core.Store{"memory": memory, "redis, keeps deadlines": testkit.MustRedis(client, redisstore.WithoutBatching())}
 	for name, store := range stores {
 		t.Run(name, func(t *testing.T) {
-			l := newLimiter(t, store)
+			l := newLimiter(t, store, core.WithTimeout(5*time.Second)) // no decision of the test may go to the fallback
 			var wg sync.WaitGroup
 			for g := range 4 {
 				wg.Go(func() {

@@ -17,8 +17,10 @@ import (
 	"github.com/ratekit/ratekit/redisstore"
 )
 
-// miniLimiter returns a Limiter over a redisstore.Store over a fresh miniredis
-// whose clock is at start.
+// miniLimiter returns a Limiter over a redisstore.Store over a fresh
+// miniredis whose clock is at testkit.Start, with a deadline a loaded
+// machine meets (the tests that use it are about quotas, not deadlines)
+// unless opts set another.
 func miniLimiter(t *testing.T, opts ...core.Option) (*core.Limiter, *miniredis.Miniredis) {
 	t.Helper()
 	mr := miniredis.RunT(t)
@@ -27,7 +29,7 @@ func miniLimiter(t *testing.T, opts ...core.Option) (*core.Limiter, *miniredis.M
 	t.Cleanup(func() { client.Close() })
 	store := testkit.MustRedis(client)
 	t.Cleanup(func() { store.Close() })
-	return newLimiter(t, store, opts...), mr
+	return newLimiter(t, store, append([]core.Option{core.WithTimeout(5 * time.Second)}, opts...)...), mr
 }
 
 func TestPeekSpendsNothing(t *testing.T) {

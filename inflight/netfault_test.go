@@ -249,19 +249,28 @@ func TestLateAcquireReleased(t *testing.T) {
 			if degraded == 0 {
 				t.Fatal("no acquisition missed its deadline: the test proves nothing")
 			}
-			var held int64
+			// an abandoned call of the default client may still land after
+			// the key looks empty, and is given back in its turn: what
+			// matters is that a request is admitted by Redis soon, not when
+			// the leases of the late slots run out a minute later
+			var (
+				held int64
+				res  inflight.Result
+			)
 			for wait := time.Now(); ; time.Sleep(10 * time.Millisecond) {
-				if held = r.direct.ZCard(ctx, key).Val(); held == 0 || time.Since(wait) > 5*time.Second {
+				held = r.direct.ZCard(ctx, key).Val()
+				le, res, err = r.l.Acquire(ctx, key, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Allowed && !res.Degraded || time.Since(wait) > 5*time.Second {
 					break
 				}
+				_ = le.Release(ctx)
 			}
-			t.Logf("%d acquisitions missed the deadline; slots held in Redis after the spike: %d", degraded, held)
-			if held != 0 {
-				t.Fatalf("%d slots of late acquisitions still held 5s after the spike (lease 1m): want them given back", held)
-			}
-			le, res, err := r.l.Acquire(ctx, key, 2)
-			if err != nil || !res.Allowed || res.Degraded {
-				t.Fatalf("after the spike: %+v, %v; want a slot from Redis", res, err)
+			t.Logf("%d acquisitions missed the deadline; slots held in Redis before the admission: %d", degraded, held)
+			if !res.Allowed || res.Degraded {
+				t.Fatalf("5s after the spike: %+v, %d slots held; want a slot from Redis, the late slots given back (lease 1m)", res, held)
 			}
 			_ = le.Release(ctx)
 		})
