@@ -3,6 +3,7 @@ package memorystore_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
@@ -12,8 +13,10 @@ import (
 // A Store with a clock stepped by hand shows how GCRA refills: one
 // unit every period/rate.
 func ExampleStore() {
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	store, err := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
+	// the clock in ns: the store's cache reads it on a goroutine of its own too
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	store, err := memorystore.New(memorystore.WithClock(func() time.Time { return time.Unix(0, now.Load()) }))
 	if err != nil {
 		panic(err)
 	}
@@ -26,7 +29,7 @@ func ExampleStore() {
 		res, _ := store.AllowAllN(ctx, check, 1)
 		fmt.Println(res[0].Allowed, res[0].Remaining, res[0].RetryAfter)
 	}
-	now = now.Add(100 * time.Millisecond)
+	now.Add(int64(100 * time.Millisecond))
 	res, _ := store.AllowAllN(ctx, check, 1)
 	fmt.Println(res[0].Allowed, res[0].Remaining, res[0].RetryAfter)
 	// Output:
