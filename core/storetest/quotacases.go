@@ -241,9 +241,6 @@ func (h *harness) beforeEdge(period, before time.Duration) {
 // GCRA key gets its units back. A bound already past gives
 // back nothing; a bound of 0 sets none, as before.
 func refundToItsSpend(h *harness, alg core.Algorithm) {
-	if h.cfg.leasing {
-		h.t.Skip("storetest: a leasing store's units were spent by its lease, whose ResetAfter its answers age")
-	}
 	key := h.key("refund-spend")
 	switch alg {
 	case core.FixedWindow:
