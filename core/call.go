@@ -11,14 +11,18 @@ import (
 // ctx's deadline whatever the store does. A store that keeps deadlines by
 // itself ([Traits].KeepsDeadlines) is called on the caller's goroutine; any
 // other runs on a goroutine of its own that the caller abandons at the
-// deadline. A panic of the store becomes an error.
-func (l *Limiter) call(ctx context.Context, checks []Check, n int, results []Result) error {
+// deadline, and that call is returned as late: it goes on, and tells once
+// it returns whether it spent. A panic of the store becomes an error.
+func (l *Limiter) call(ctx context.Context, checks []Check, n int, results []Result) (late *storeCall, _ error) {
 	if l.direct {
-		return l.callDirect(ctx, checks, n, results)
+		return nil, l.callDirect(ctx, checks, n, results)
 	}
 	// the call may outlive this function: it gets checks of its own
-	res, err := l.callStore(ctx, slices.Clone(checks), n)
-	return copyResults(results, res, err)
+	c, err := l.callStore(ctx, slices.Clone(checks), n)
+	if err != nil {
+		return c, err
+	}
+	return nil, copyResults(results, c.results, c.err)
 }
 
 // copyResults copies a store's answer into results, and returns err, or an
@@ -72,48 +76,84 @@ var callPool = sync.Pool{New: func() any { return new(callBuf) }}
 
 // callStore makes one store call that returns by ctx's deadline whatever
 // the store does: the call runs on a goroutine of its own, which the
-// caller abandons at the deadline.
-func (l *Limiter) callStore(ctx context.Context, checks []Check, n int) ([]Result, error) {
+// caller abandons at the deadline. It returns the call, and ctx's error
+// when the caller abandoned it.
+func (l *Limiter) callStore(ctx context.Context, checks []Check, n int) (*storeCall, error) {
 	l.mu.RLock()
 	if l.closed {
 		l.mu.RUnlock()
-		return l.store.AllowAllN(ctx, checks, n)
+		c := &storeCall{checks: checks, n: n, ended: true}
+		c.results, c.err = l.store.AllowAllN(ctx, checks, n)
+		return c, nil
 	}
 	l.wg.Add(1)
 	l.mu.RUnlock()
 	return l.spawn(ctx, checks, n)
 }
 
-// storeCall is one store call on its own goroutine.
+// storeCall is one store call on its own goroutine, or one whose outcome
+// the caller could not learn: what a refund of its units needs to know.
 type storeCall struct {
 	results []Result
 	err     error
 	done    chan struct{}
+
+	checks  []Check // the call's own, in the order of the group's rules
+	n       int
+	sent    int64 // the Limiter's mono time when the call was made
+	arrived int64 // and when it returned, once ended
+
+	mu    sync.Mutex
+	ended bool // results, err and arrived are set
+	// refunds are the checks whose units a Refund gave back before the
+	// call returned: the call's goroutine gives back what it spent of
+	// them once it returns
+	refunds []int
 }
 
 // spawn runs a store call on a new goroutine, already counted in wg, and
-// waits for it until ctx ends. A panic of the store becomes an error.
-func (l *Limiter) spawn(ctx context.Context, checks []Check, n int) ([]Result, error) {
-	c := &storeCall{done: make(chan struct{})}
+// waits for it until ctx ends. A panic of the store becomes an error. It
+// returns the call, and ctx's error when the call is still running: the
+// goroutine then finishes it, and refunds what a Refund asked of it
+// meanwhile.
+func (l *Limiter) spawn(ctx context.Context, checks []Check, n int) (*storeCall, error) {
+	c := &storeCall{done: make(chan struct{}), checks: checks, n: n, sent: l.mono()}
 	go func() {
 		defer l.wg.Done()
-		defer close(c.done)
-		defer func() {
-			if p := recover(); p != nil {
-				c.err = fmt.Errorf("ratekit: store panicked: %v", p)
-			}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					c.err = fmt.Errorf("ratekit: store panicked: %v", p)
+				}
+			}()
+			c.results, c.err = l.store.AllowAllN(ctx, checks, n)
 		}()
-		c.results, c.err = l.store.AllowAllN(ctx, checks, n)
+		c.arrived = l.mono()
+		c.mu.Lock()
+		c.ended = true
+		refunds := c.refunds
+		c.mu.Unlock()
+		close(c.done)
+		if len(refunds) > 0 {
+			l.refundStore(c, refunds)
+		}
 	}()
 	select {
 	case <-c.done:
-		return c.results, c.err
+		return c, nil
 	case <-ctx.Done():
 		select {
 		case <-c.done: // answered at the last moment
-			return c.results, c.err
+			return c, nil
 		default:
 		}
-		return nil, ctx.Err()
+		return c, ctx.Err()
 	}
+}
+
+// unknownCall returns a store call on the caller's goroutine that failed
+// with err after it was sent at sent: whether it spent is unknown, and
+// will stay so.
+func unknownCall(checks []Check, n int, sent int64, err error) *storeCall {
+	return &storeCall{checks: slices.Clone(checks), n: n, sent: sent, err: err, ended: true}
 }

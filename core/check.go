@@ -181,14 +181,14 @@ func (l *Limiter) decideGroups(ctx context.Context, p *plan, d *Decision, result
 			}
 		}
 		c.results = append(c.results, make([]Result, len(c.checks))...)
-		gerr := l.decide(ctx, &c)
+		late, gerr := l.decide(ctx, &c)
 		if gerr != nil && !errors.Is(gerr, ErrUnavailable) {
 			return gerr
 		}
 		if !c.shadow {
 			err = gerr // a shadow rule denies nothing, even failing closed
 		}
-		p.settle(g, &c, d)
+		p.settle(g, &c, late, d)
 		decided++
 	}
 	// keep the rules of the groups decided
@@ -204,8 +204,9 @@ func (l *Limiter) decideGroups(ctx context.Context, p *plan, d *Decision, result
 }
 
 // settle writes the results of group g, decided by c, into d at their
-// rules' places.
-func (p *plan) settle(g int, c *groupCall, d *Decision) {
+// rules' places; late is c's store call when it missed its deadline and
+// may have spent.
+func (p *plan) settle(g int, c *groupCall, late *storeCall, d *Decision) {
 	j := 0
 	for i := range p.rules {
 		r := &p.rules[i]
@@ -214,8 +215,10 @@ func (p *plan) settle(g int, c *groupCall, d *Decision) {
 		}
 		r.cached = c.cached
 		d.Results[i] = RuleResult{Rule: r.name, Result: c.results[j], Shadow: c.shadow, key: r.check.Key}
-		if c.results[j].Allowed {
-			d.Results[i].spent, d.Results[i].cost = c.spent, int32(r.cost) // allowed: at most a capacity
+		if res := &d.Results[i]; c.results[j].Allowed {
+			res.spent, res.cost = c.spent, int32(r.cost) // allowed: at most a capacity
+			res.until = c.decided + int64(c.results[j].ResetAfter)
+			res.late, res.check = late, uint8(j)
 		}
 		if !c.shadow {
 			d.Allowed = d.Allowed && c.results[j].Allowed
@@ -249,6 +252,10 @@ type groupCall struct {
 	results []Result
 	cached  bool    // the denied-key cache answered
 	spent   spender // who spent the units, when the group was allowed
+	decided int64   // the Limiter's mono time when the spender answered
+	// A store call that missed the deadline and may have spent is
+	// returned by decide, not kept here: a pointer read from a groupCall
+	// into the heap would move its buffers there too.
 }
 
 // deadline is the store deadline of one groupCall, made when first needed.
@@ -295,19 +302,20 @@ func (d *deadline) end() {
 
 // decide decides one group into c.results. It returns input errors, the
 // caller's context error, and under FailClosed an error wrapping
-// ErrUnavailable along with denied results.
-func (l *Limiter) decide(ctx context.Context, c *groupCall) error {
+// ErrUnavailable along with denied results; and the store call when it
+// missed its deadline and may have spent (see askStore).
+func (l *Limiter) decide(ctx context.Context, c *groupCall) (late *storeCall, _ error) {
 	if err := validateGroup(c.checks, c.n); err != nil {
-		return err
+		return nil, err
 	}
 	if l.inProcess {
-		return l.callInProcess(ctx, c)
+		return nil, l.callInProcess(ctx, c)
 	}
 	if l.denied != nil && never(c.checks, c.n, c.results) {
-		return nil
+		return nil, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("ratekit: %w", err)
+		return nil, fmt.Errorf("ratekit: %w", err)
 	}
 	dl := deadline{}
 	if l.direct {
@@ -317,11 +325,11 @@ func (l *Limiter) decide(ctx context.Context, c *groupCall) error {
 	var leadBuf [4]*deniedEntry
 	answered, leads, err := l.answerFromCache(ctx, &dl, c, leadBuf[:0])
 	if answered {
-		return err
+		return nil, err
 	}
 	if !l.brk.closed() && l.shardOpen(c.checks[0].Key) {
 		l.denied.release(leads)
-		return l.fallback(ctx, c, nil)
+		return nil, l.fallback(ctx, c, nil)
 	}
 	return l.askStore(ctx, &dl, c, leads)
 }
@@ -334,9 +342,9 @@ func (l *Limiter) callInProcess(ctx context.Context, c *groupCall) error {
 		t0 = l.mono()
 	}
 	err := l.callDirect(ctx, c.checks, c.n, c.results)
-	c.spent = spentStore
+	c.spent, c.decided = spentStore, l.mono()
 	if l.observer != nil {
-		l.observer.StoreCalled(time.Duration(l.mono()-t0), err)
+		l.observer.StoreCalled(time.Duration(c.decided-t0), err)
 	}
 	return err
 }
@@ -377,37 +385,45 @@ func (l *Limiter) answerFromCache(ctx context.Context, dl *deadline, c *groupCal
 
 // askStore decides c with the store, within the deadline: a failed call
 // counts toward the breaker and goes to the failure policy, an answer
-// feeds the denied-key cache and settles the entries c leads.
-func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, leads []*deniedEntry) error {
+// feeds the denied-key cache and settles the entries c leads. It returns
+// a failed call that may have spent, for refunds: one abandoned at its
+// deadline, which tells once it returns, or one cut there.
+func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, leads []*deniedEntry) (*storeCall, error) {
 	cctx := dl.of(ctx, l.timeout)
 	t0 := l.mono()
-	err := l.call(cctx, c.checks, c.n, c.results)
+	late, err := l.call(cctx, c.checks, c.n, c.results)
+	c.decided = l.mono()
 	if err != nil && ctx.Err() == nil && cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
 		err = l.timeoutErr
 	}
 	if l.observer != nil {
-		l.observer.StoreCalled(time.Duration(l.mono()-t0), err)
+		l.observer.StoreCalled(time.Duration(c.decided-t0), err)
 	}
 	if err != nil {
 		l.denied.release(leads)
 		switch {
 		case ctx.Err() != nil:
-			return fmt.Errorf("ratekit: %w", ctx.Err())
+			return nil, fmt.Errorf("ratekit: %w", ctx.Err())
 		case keyError(err):
 			// Redis answered: it is up, and decides every other key
 			l.report(err)
 			l.succeeded(c.checks[0].Key)
-			return fmt.Errorf("%w: %w", ErrKeyRejected, err)
+			return nil, fmt.Errorf("%w: %w", ErrKeyRejected, err)
 		}
 		l.failed(err, c.checks[0].Key)
-		return l.fallback(ctx, c, err)
+		// a call abandoned at its deadline tells whether it spent once it
+		// returns; one cut there may have spent
+		if late == nil && mayHaveSpent(err) {
+			late = unknownCall(c.checks, c.n, t0, err)
+		}
+		return late, l.fallback(ctx, c, err)
 	}
 	l.succeeded(c.checks[0].Key)
 	c.spent = spentStore
 	if l.denied != nil {
 		l.denied.record(c.checks, c.n, t0, c.results, leads)
 	}
-	return nil
+	return nil, nil
 }
 
 // never reports whether a cost above a limit's capacity denies the group,

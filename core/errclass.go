@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"syscall"
 
 	"github.com/redis/go-redis/v9"
 
@@ -33,3 +34,15 @@ func outOfMemory(err error) bool { return redis.HasErrorPrefix(err, "OOM") }
 const oomHint = "Redis is out of memory (maxmemory reached with the noeviction policy) and refuses every write: " +
 	"raise maxmemory, or use volatile-lru or volatile-ttl, which evict only keys with a TTL (every ratekit key has one); " +
 	"until then the failure policy decides"
+
+// mayHaveSpent reports whether a store call that failed with err may still
+// have spent its units: it may have reached the store and run there, its
+// answer lost or late (a timeout, a connection cut, a reply that could not
+// be read). A call that Redis refused with an error reply (the script does
+// not run: NOSCRIPT, BUSY, OOM, LOADING, ...), that found the server
+// refusing connections, or whose client or store was closed, spent nothing.
+func mayHaveSpent(err error) bool {
+	var reply redis.Error
+	return !errors.As(err, &reply) && !errors.Is(err, syscall.ECONNREFUSED) &&
+		!errors.Is(err, redis.ErrClosed) && !errors.Is(err, ErrClosed)
+}

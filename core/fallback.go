@@ -1,6 +1,10 @@
 package core
 
-import "github.com/ratekit/ratekit/internal/localstore"
+import (
+	"time"
+
+	"github.com/ratekit/ratekit/internal/localstore"
+)
 
 // This file holds the Limiter's side of its local fallback under
 // FailLocal: an in-process store (package internal/localstore, the engine
@@ -25,10 +29,16 @@ func (l *Limiter) allowLocal(checks []Check, n int, results []Result) {
 	}
 }
 
-// refundLocal gives n units back to c's key in the fallback store.
-func (l *Limiter) refundLocal(c Check, n int) {
+// refundLocal gives n units back to key in the fallback store, spent
+// under lim, this replica's share of a limit (the limit of the fallback's
+// Result), as long as they still count: left is what remains of their
+// ResetAfter.
+func (l *Limiter) refundLocal(key string, lim Limit, n int, left time.Duration) {
 	var out [1]localstore.Result
-	l.fallbackStore.Refund(l.localChecks([]Check{c}, nil), n, out[:])
+	c := localstore.Check{Key: key, ResetAfter: left, Limit: localstore.Limit{
+		Rate: lim.Rate, Period: lim.Period, Burst: lim.Burst, Algorithm: localstore.Algorithm(lim.Algorithm),
+	}}
+	l.fallbackStore.Refund([]localstore.Check{c}, n, out[:])
 }
 
 // localChecks returns checks as the fallback store takes them, appended to

@@ -113,7 +113,10 @@ func (l *Limiter) probeOnce(checks []Check) error {
 	// The prober is counted in wg, so wg cannot be waited to zero here.
 	l.wg.Add(1)
 	t0 := l.mono()
-	_, err := l.spawn(ctx, checks, 1)
+	c, err := l.spawn(ctx, checks, 1)
+	if err == nil {
+		err = c.err
+	}
 	if err != nil && ctx.Err() != nil && l.stopCtx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		err = l.timeoutErr
 	}

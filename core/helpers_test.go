@@ -19,7 +19,7 @@ var NewRedisStore func(client redis.Scripter) Store
 // answered.
 func (l *Limiter) decideGroup(ctx context.Context, checks []Check, n int, results []Result) (cached bool, err error) {
 	c := groupCall{checks: checks, n: n, results: results}
-	err = l.decide(ctx, &c)
+	_, err = l.decide(ctx, &c)
 	return c.cached, err
 }
 

@@ -161,6 +161,18 @@ func (l Limit) interval() int64 {
 	return (us + int64(l.Rate) - 1) / int64(l.Rate)
 }
 
+// longestReset is the longest ResetAfter an allowed Result of the limit
+// can have: how long the units of one decision may go on counting.
+func (l Limit) longestReset() time.Duration {
+	switch l.Algorithm {
+	case GCRA:
+		return time.Duration(l.interval()*int64(l.Burst)) * time.Microsecond
+	case SlidingWindowCounter:
+		return 2 * l.Period
+	}
+	return l.Period
+}
+
 // String returns a readable form such as "10 per 1s (gcra, burst 20)" or
 // "100 per 1m0s (fixed)".
 func (l Limit) String() string {

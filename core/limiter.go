@@ -112,11 +112,17 @@ type RuleResult struct {
 	// false, the rule would have denied the request but did not.
 	Shadow bool
 
-	// what the decision spent, for Limiter.Refund; spent and cost pack
-	// beside Shadow, so that a result takes 112 bytes, not 128
-	spent spender
-	cost  int32 // set when spent: at most a capacity, so at most MaxRate
-	key   string
+	// what the decision spent, for Limiter.Refund (136 bytes a result in
+	// all): spent, check and cost pack beside Shadow
+	spent    spender
+	check    uint8  // the rule's place among its group's checks (at most maxChecks)
+	cost     int32  // set when spent: at most a capacity, so at most MaxRate
+	refunded uint32 // set, atomically, by the first Refund of the result
+	until    int64  // set when spent: the Limiter's mono time at which what was spent counts no longer (see Refund)
+	// late is the group's store call when it missed the deadline: it may
+	// have spent in the store, and says so once it returns
+	late *storeCall
+	key  string
 }
 
 // spender says who spent a rule's units in a decision: nobody (a denial,
@@ -280,7 +286,9 @@ func NewLimiter(store Store, opts ...Option) (*Limiter, error) {
 // Close stops the Limiter's goroutines and waits for them, store calls
 // still in flight included: a call abandoned at its deadline ends when the
 // client gives up on it, at once with ContextTimeoutEnabled, else after the
-// client's own timeouts (see [WithTimeout]). It closes the fallback store,
+// client's own timeouts (see [WithTimeout]); so do the refunds of such
+// calls' units ([Limiter.Refund]), each within ten deadlines of its own
+// when the client honours contexts. It closes the fallback store,
 // but never the store the Limiter was given. Close is idempotent and always
 // returns nil.
 //

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/ratekit/ratekit/internal/storekey"
 )
@@ -65,22 +67,75 @@ func (l *Limiter) Peek(ctx context.Context, rule Rule, identity string) (Result,
 // every rule of d when none is named: units that the caller chooses not
 // to count after all, such as the reserved unit of a login attempt that
 // succeeded. A rule whose result spent nothing (a denial, a denial the
-// denied-key cache answered, an allowance under [FailOpen]) gives nothing
-// back; units the fallback store spent go back to it. A key never holds
-// more than its capacity.
+// denied-key cache answered) gives nothing back; units the fallback store
+// spent go back to it. A key never holds more than its capacity.
 //
-// Refund makes one store call per rule that spent, each with the
-// Limiter's deadline, and returns the first error, which it also reports
-// like a failed decision's ([OnError], the logger): the units of a
-// failed refund stay spent. It returns an error wrapping [ErrNotSupported] when
-// a rule's units went to a store that is no [QuotaStore]. A denial that
-// another replica's denied-key cache remembers stands until its
-// retry-after; this Limiter's own forgets the refunded key.
+// Each result is refunded at most once: a second Refund of it, from d or
+// any copy of d (copies share d.Results), gives nothing back, and of
+// concurrent Refunds of one result exactly one does. Refund marks the
+// results it refunds in d.Results, so it must not run beside other
+// reads or writes of those results than Refunds; a copy of the results
+// themselves (slices.Clone(d.Results)) is refunded apart from them.
+//
+// Only what still counts goes back. Once a result's ResetAfter has
+// passed since its answer came, its units have refilled (GCRA), its fixed
+// window is over, its sliding-log members have left the window, its
+// sliding-counter window weighs no more: nothing goes back. Before that,
+// the store is told what is left of the ResetAfter ([Check].ResetAfter)
+// and gives back to the spend it names: to the fixed window the units
+// were spent in and never a later one, to the sliding counter's count of
+// that window, the sliding log's members of that instant, and GCRA's
+// units whole. Since the time left is measured on this Limiter's clock,
+// a slow answer makes it long: the store takes it as good within a
+// quarter of the period (at least 2 ms). So a fixed window's or sliding
+// counter's refund is exact while the decision's reply and the refund's
+// request together take less than three quarters of the period; past
+// that it may give back to the next window, at most the result's cost. A
+// sliding log may take another decision's units instead when they were
+// admitted within twice that time of the ones refunded, which frees their
+// slot that much sooner. A GCRA refund gives back the whole cost until
+// the ResetAfter has passed, though part of it may have refilled already.
+//
+// A decision whose store call missed its deadline was decided by the
+// failure policy, while the store may well have run the call too: under
+// [FailLocal] both spent, and Refund gives back to both; under [FailOpen]
+// only the store may have, and gets its units back. When the store is
+// called on a goroutine of its own (a client without
+// ContextTimeoutEnabled), the call goes on past the deadline and tells
+// whether it spent: its units go back once it has returned, exactly what
+// it spent, none when it denied (when it failed, as if it could not
+// tell, below). When the store keeps deadlines
+// (ContextTimeoutEnabled), a call cut at its deadline never tells: its
+// units go back to the store as if it had spent them in the window current
+// when it was sent, unless it failed in a way that spends nothing (an
+// error reply of Redis, a refused connection, a closed client). That
+// gives back up to the result's cost too many when the call never ran (a
+// command lost on its way), never past the key's capacity. These refunds
+// in the store run in the background with ten times the Limiter's
+// deadline ([WithTimeout]), report their errors to the logger and
+// [OnError], and [Limiter.Close] waits for them; one that fails leaves its
+// units spent until they refill.
+//
+// Refund makes one store call per rule that the store spent in time, each
+// with the Limiter's deadline, and returns the first error, which it also
+// reports like a failed decision's ([OnError], the logger): the units of a
+// failed refund stay spent, though a refund that misses its deadline may
+// still run. It returns an error wrapping [ErrNotSupported] when a rule's
+// units went to a store that is no [QuotaStore], and ctx's error, having
+// given back nothing, when ctx is done. A denial that another replica's
+// denied-key cache remembers stands until its retry-after; this Limiter's
+// own forgets the refunded key.
 func (l *Limiter) Refund(ctx context.Context, d Decision, rules ...string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ratekit: Refund: %w", err)
+	}
 	for i := range d.Results {
 		r := &d.Results[i]
-		if r.spent == spentNothing || (len(rules) > 0 && !slices.Contains(rules, r.Rule)) {
+		if r.spent == spentNothing && r.late == nil || (len(rules) > 0 && !slices.Contains(rules, r.Rule)) {
 			continue
+		}
+		if !atomic.CompareAndSwapUint32(&r.refunded, 0, 1) {
+			continue // refunded already
 		}
 		if err := l.refund(ctx, r); err != nil {
 			return fmt.Errorf("ratekit: Refund %q: %w", r.Rule, err)
@@ -89,18 +144,31 @@ func (l *Limiter) Refund(ctx context.Context, d Decision, rules ...string) error
 	return nil
 }
 
-// refund gives back what r spent, to the store that spent it.
+// refund gives back what r spent, to the store that spent it, and what
+// the store may have spent of a call that missed its deadline.
 func (l *Limiter) refund(ctx context.Context, r *RuleResult) error {
-	check := []Check{{Key: r.key, Limit: r.Limit}}
-	if r.spent == spentFallback {
-		l.refundLocal(check[0], int(r.cost))
+	if r.late != nil {
+		l.refundLate(r.late, int(r.check))
+	}
+	left := time.Duration(r.until - l.mono())
+	switch r.spent {
+	case spentNothing:
+		return nil
+	case spentFallback:
+		if left > 0 {
+			l.refundLocal(r.key, r.Limit, int(r.cost), left)
+		}
 		return nil
 	}
 	qs, ok := l.store.(QuotaStore)
 	if !ok {
 		return fmt.Errorf("%w: %T is no QuotaStore", ErrNotSupported, l.store)
 	}
+	if left <= 0 {
+		return nil // what it spent counts no longer
+	}
 	l.denied.forget(r.key)
+	check := []Check{{Key: r.key, Limit: r.Limit, ResetAfter: left}}
 	err := l.quotaCall(ctx, func(ctx context.Context) error {
 		_, err := qs.RefundAllN(ctx, check, int(r.cost))
 		return err
@@ -109,6 +177,106 @@ func (l *Limiter) refund(ctx context.Context, r *RuleResult) error {
 		l.report(err)
 	}
 	return err
+}
+
+// refundLate gives back, in the store, what check i of the call c, which
+// missed its deadline, spent or may have spent: in the background once c
+// has returned, else on c's goroutine when it returns.
+func (l *Limiter) refundLate(c *storeCall, i int) {
+	c.mu.Lock()
+	if !c.ended {
+		c.refunds = append(c.refunds, i)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	l.mu.RLock()
+	if l.closed {
+		l.mu.RUnlock()
+		l.refundStore(c, []int{i})
+		return
+	}
+	l.wg.Add(1)
+	l.mu.RUnlock()
+	go func() {
+		defer l.wg.Done()
+		l.refundStore(c, []int{i})
+	}()
+}
+
+// refundStore gives back to the store what the ended call c spent of the
+// checks at idx, or may have spent when its outcome is unknown, with ten
+// times the Limiter's deadline; it reports its error.
+func (l *Limiter) refundStore(c *storeCall, idx []int) {
+	qs, ok := l.store.(QuotaStore)
+	if !ok {
+		return // Refund reports this of the decision's own units
+	}
+	checks := c.refundable(idx, l.mono())
+	if len(checks) == 0 {
+		return
+	}
+	for _, ch := range checks {
+		l.denied.forget(ch.Key)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lateRefundDeadlines*l.timeout)
+	defer cancel()
+	err := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("ratekit: store panicked: %v", p)
+			}
+		}()
+		_, err = qs.RefundAllN(ctx, checks, c.n)
+		return err
+	}()
+	if err != nil {
+		l.report(fmt.Errorf("ratekit: refund of a decision whose store call missed its deadline: %w", err))
+	}
+}
+
+// lateRefundDeadlines is how many of the Limiter's deadlines a refund in
+// the background of a call that missed its deadline has: enough to dial
+// and send through the latency that made the call late.
+const lateRefundDeadlines = 10
+
+// refundable returns the checks at idx of the ended call c that spent, or
+// may have spent, at now: each with what is left of its spend's
+// ResetAfter, and none whose spend counts no longer. When c answered, a
+// check spent if it was allowed, under the limit it answered with (an
+// override's, when one applied); when c failed in a way that may have
+// spent, each check may have spent when c was sent, under its own limit.
+func (c *storeCall) refundable(idx []int, now int64) []Check {
+	answered := c.err == nil && len(c.results) == len(c.checks)
+	if !answered && !mayHaveSpent(c.err) {
+		return nil
+	}
+	var out []Check
+	for _, i := range idx {
+		ch := c.checks[i]
+		var until int64
+		if answered {
+			r := c.results[i]
+			if !r.Allowed {
+				continue // the store spent nothing
+			}
+			ch.Limit, ch.Override = r.Limit, ""
+			until = c.arrived + int64(r.ResetAfter)
+		} else {
+			// an override's limit is read by the store: no bound
+			if ch.Override == "" {
+				until = c.sent + int64(ch.Limit.longestReset())
+			}
+		}
+		if until != 0 {
+			if until <= now {
+				continue
+			}
+			ch.ResetAfter = time.Duration(until - now)
+		}
+		out = append(out, ch)
+	}
+	return out
 }
 
 // Reset clears what identity spent under the named rule, in the store and

@@ -96,6 +96,22 @@ type Check struct {
 	// [Limiter] builds for a rule with [Rule.Overrides] do: Key +
 	// ":override".
 	Override string
+	// ResetAfter, in a call of [QuotaStore.RefundAllN], tells which spend
+	// the units given back come from: what is left of the ResetAfter of
+	// the allowed [Result] that spent them, that ResetAfter less the time
+	// since, as [Limiter.Refund] sets it. A store gives back to that spend
+	// only, taking ResetAfter to be good within a quarter of the limit's
+	// period (at least 2 ms), which covers a slow reply and two clocks
+	// that drift apart: a fixed window's units go back to the window that
+	// ends then (the one they were spent in), never to a later one; a
+	// sliding counter's to the count of the window they were spent in; a
+	// sliding log's are the members admitted in the instant nearest to a
+	// period before then, none when no instant is that near; a GCRA key's
+	// units come back whole (a caller gives back nothing once ResetAfter
+	// has passed, when they have refilled). Below 0, the spend counts no
+	// longer and nothing goes back; 0 tells nothing, and the units go back
+	// to the key as it stands. Other calls ignore it.
+	ResetAfter time.Duration
 }
 
 // QuotaStore is a [Store] that can also read, give back and clear what its
@@ -118,10 +134,11 @@ type QuotaStore interface {
 	PeekAll(ctx context.Context, checks []Check) ([]Result, error)
 	// RefundAllN gives n units back to each check's key, units that a call
 	// of [Store.AllowAllN] spent and the caller chooses not to count, such
-	// as a reserved unit of a request whose answer should not count. A key
-	// never holds more than its capacity: a refund of more than was spent
-	// leaves it full. The results are what [QuotaStore.PeekAll] would
-	// answer after the refund.
+	// as a reserved unit of a request whose answer should not count, to
+	// the spend each check's ResetAfter names ([Check]). A key never holds
+	// more than its capacity: a refund of more than was spent leaves it
+	// full. The results are what [QuotaStore.PeekAll] would answer after
+	// the refund.
 	RefundAllN(ctx context.Context, checks []Check, n int) ([]Result, error)
 	// Reset clears each key, so that its next call finds it full, and
 	// tells every process that watches the store (WatchResets) of the keys

@@ -187,7 +187,7 @@ func (s *Store) WatchResets(fn func(key string)) (stop func(), err error) {
 func (s *Store) local(checks []core.Check, buf []localstore.Check) []localstore.Check {
 	if !storecheck.HasOverride(checks) {
 		for _, c := range checks {
-			buf = append(buf, localstore.Check{Key: c.Key, Limit: localLimit(c.Limit)})
+			buf = append(buf, localstore.Check{Key: c.Key, Limit: localLimit(c.Limit), ResetAfter: c.ResetAfter})
 		}
 		return buf
 	}
@@ -199,7 +199,7 @@ func (s *Store) local(checks []core.Check, buf []localstore.Check) []localstore.
 				lim = l
 			}
 		}
-		buf = append(buf, localstore.Check{Key: checks[i].Key, Limit: localLimit(lim)})
+		buf = append(buf, localstore.Check{Key: checks[i].Key, Limit: localLimit(lim), ResetAfter: checks[i].ResetAfter})
 	}
 	return buf
 }

@@ -17,7 +17,8 @@ import (
 
 // TestConformanceTwins drives a memorystore.Store and a redisstore.Store over
 // miniredis, on one clock, through the same random sequence of calls
-// (decisions, peeks and refunds, some on keys whose limit changes from call
+// (decisions, peeks and refunds, with and without bounds on the spend they
+// give back, some on keys whose limit changes from call
 // to call, some naming override keys that are set, cleared and expire
 // between calls) and requires identical results: the memorystore.Store computes what
 // the scripts compute.
@@ -77,6 +78,17 @@ func TestConformanceTwins(t *testing.T) {
 			want, err1 = mem.PeekAll(ctx, checks)
 			got, err2 = mini.PeekAll(ctx, checks)
 		case 1:
+			// a refund's bound, as a Limiter ages the ResetAfter of a
+			// decision: none, one past, or one within a few periods
+			for i := range checks {
+				switch rng.IntN(4) {
+				case 0:
+				case 1:
+					checks[i].ResetAfter = -time.Duration(1+rng.Int64N(1000)) * time.Microsecond
+				default:
+					checks[i].ResetAfter = time.Duration(rng.Int64N(int64(3*checks[i].Limit.Period)/1000)) * time.Microsecond
+				}
+			}
 			want, err1 = mem.RefundAllN(ctx, checks, n)
 			got, err2 = mini.RefundAllN(ctx, checks, n)
 		default:
@@ -155,4 +167,91 @@ func TestConformanceSlidingLogMembers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRefundWithinOnRedisServer runs the refunds with bounds of the
+// sliding log and the sliding counter on a real redis-server's clock, as
+// a Limiter ages a decision's ResetAfter: the log loses the member of the
+// spend refunded, and the members left at the newest microsecond are
+// renamed within the set's size, each key keeping an expiry; the counter
+// gives back to the window of the spend, not the current one.
+func TestRefundWithinOnRedisServer(t *testing.T) {
+	c := redistest.StartServer(t).Client(t)
+	ctx := context.Background()
+	s := redisStores(c)(t).(core.QuotaStore)
+	allow := func(key string, l core.Limit, n int) (core.Result, time.Time) {
+		t.Helper()
+		at := time.Now()
+		res, err := s.AllowAllN(ctx, []core.Check{{Key: key, Limit: l}}, n)
+		if err != nil || !res[0].Allowed {
+			t.Fatalf("%s: cost %d: %+v, %v", key, n, res, err)
+		}
+		return res[0], at
+	}
+	refund := func(key string, l core.Limit, n int, r core.Result, at time.Time) core.Result {
+		t.Helper()
+		res, err := s.RefundAllN(ctx, []core.Check{{Key: key, Limit: l, ResetAfter: r.ResetAfter - time.Since(at)}}, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+
+	t.Run("sliding-log", func(t *testing.T) {
+		l := core.PerMinute(10).WithAlgorithm(core.SlidingWindowLog)
+		key := testkit.UniqueKey(t, "log")
+		first, at := allow(key, l, 1)
+		time.Sleep(2 * time.Millisecond)
+		allow(key, l, 2)
+		if r := refund(key, l, 1, first, at); r.Remaining != 8 {
+			t.Fatalf("after the refund of the first unit: %+v, want 8 remaining", r)
+		}
+		members, err := c.ZRangeWithScores(ctx, key, 0, -1).Result()
+		if err != nil || len(members) != 2 {
+			t.Fatalf("ZRANGE = %v, %v; want the 2 later members", members, err)
+		}
+		for i, m := range members {
+			want := fmt.Sprintf("%d-%05d", int64(m.Score), i+1)
+			if m.Member != want || m.Score != members[0].Score {
+				t.Errorf("member %d: %v (score %v), want %s: the later call's, renamed within the set's size", i, m.Member, m.Score, want)
+			}
+		}
+		if ttl, err := c.PTTL(ctx, key).Result(); err != nil || ttl <= 0 {
+			t.Errorf("PTTL after the rename = %v, %v; want the key's expiry kept", ttl, err)
+		}
+	})
+
+	t.Run("sliding-counter", func(t *testing.T) {
+		l := core.PerSecond(10).WithAlgorithm(core.SlidingWindowCounter)
+		for attempt := 0; ; attempt++ {
+			if attempt == 5 {
+				t.Fatal("five attempts missed their window edges: the machine is too slow to tell")
+			}
+			key := testkit.UniqueKey(t, "counter")
+			now, err := c.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			edge := now.Truncate(time.Second).Add(time.Second)
+			if edge.Sub(now) < 150*time.Millisecond {
+				edge = edge.Add(time.Second)
+			}
+			time.Sleep(edge.Sub(now) - 100*time.Millisecond)
+			first, at := allow(key, l, 5)
+			time.Sleep(time.Until(at.Add(150 * time.Millisecond)))
+			allow(key, l, 5)
+			refund(key, l, 5, first, at)
+			v, err := c.HMGet(ctx, key, "sc", "sp").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first.ResetAfter < time.Second || first.ResetAfter > 1150*time.Millisecond || v[0] != "5" && v[1] != "0" {
+				continue // the spends did not straddle one edge
+			}
+			if v[0] != "5" || v[1] != "0" {
+				t.Errorf("after the refund of the previous window's 5: sc %v, sp %v; want 5 and 0", v[0], v[1])
+			}
+			return
+		}
+	})
 }

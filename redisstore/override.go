@@ -31,8 +31,9 @@ func (s *Store) allowOverride(ctx context.Context, checks []core.Check, n int, r
 // runOverride runs sc, an override variant of a generic script (see
 // scripts/override.lua), on checks at cost n: the storage keys, then the
 // override keys; the cost, each limit's arguments, then each check's
-// position of its override key in the keys.
-func (s *Store) runOverride(ctx context.Context, sc *script, checks []core.Check, n int) (string, error) {
+// position of its override key in the keys; then extra, if any (a
+// refund's bounds).
+func (s *Store) runOverride(ctx context.Context, sc *script, checks []core.Check, n int, extra ...any) (string, error) {
 	keys := make([]string, len(checks), 2*len(checks))
 	pos := make([]any, len(checks))
 	for i := range checks {
@@ -58,6 +59,7 @@ func (s *Store) runOverride(ctx context.Context, sc *script, checks []core.Check
 		args = append(args, s.scripts(checks[i].Limit).args[:]...)
 	}
 	args = append(args, pos...)
+	args = append(args, extra...)
 	var (
 		reply string
 		err   error

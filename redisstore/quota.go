@@ -19,16 +19,26 @@ func (s *Store) PeekAll(ctx context.Context, checks []core.Check) ([]core.Result
 
 // RefundAllN implements [core.QuotaStore.RefundAllN] in one script call
 // (refund.lua, then peek.lua). A GCRA key's TAT moves back by n intervals,
-// never before now; a fixed window's live counter drops by n, deleted at
-// 0; a sliding counter's count, from its current window and then the
-// previous one, drops by n, never below 0; a sliding log loses its n
-// newest members.
+// never before now. A fixed window's live counter drops by n, deleted at
+// 0, unless a check's ResetAfter says its units were spent in an earlier
+// window than the one the counter's PTTL ends. A sliding counter's count
+// drops by n, never below 0: that of the window a check's ResetAfter says
+// the units were spent in, or without one, the current window's first
+// and then the previous one's. A sliding log loses its n newest members,
+// or with a ResetAfter the newest n of the instant nearest to when it
+// says the units were admitted. A bound is taken as good within a quarter
+// of the period, at least 2 ms ([core.Check]).
 func (s *Store) RefundAllN(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
-	return s.quota(ctx, refundScripts, checks, n)
+	var bounds []any
+	if b := storecheck.RefundBounds(checks); b != "" {
+		bounds = []any{b}
+	}
+	return s.quota(ctx, refundScripts, checks, n, bounds...)
 }
 
-// quota runs the peek or refund script of set on checks.
-func (s *Store) quota(ctx context.Context, set *scriptSet, checks []core.Check, n int) ([]core.Result, error) {
+// quota runs the peek or refund script of set on checks, with extra after
+// the script's own arguments.
+func (s *Store) quota(ctx context.Context, set *scriptSet, checks []core.Check, n int, extra ...any) ([]core.Result, error) {
 	if err := storecheck.Validate(checks, n); err != nil {
 		return nil, err
 	}
@@ -38,10 +48,10 @@ func (s *Store) quota(ctx context.Context, set *scriptSet, checks []core.Check, 
 	)
 	parse := parseReply
 	if storecheck.HasOverride(checks) {
-		reply, err = s.runOverride(ctx, overrideSets[set].of(checks), checks, n)
+		reply, err = s.runOverride(ctx, overrideSets[set].of(checks), checks, n, extra...)
 		parse = parseOverrideReply
 	} else {
-		_, reply, err = s.runMany(ctx, set.of(checks), checks, n)
+		_, reply, err = s.runMany(ctx, set.of(checks), checks, n, extra...)
 	}
 	if err != nil {
 		s.reloadSlots(err)

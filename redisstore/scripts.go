@@ -38,6 +38,9 @@ func scriptSource(algs ...core.Algorithm) string {
 // then peek.lua), after the algorithm files of algs.
 func quotaSource(refund bool, algs ...core.Algorithm) string {
 	var b, checks, refunds strings.Builder
+	if refund {
+		b.WriteString(readScript("refund_slack.lua"))
+	}
 	for _, a := range algs {
 		name := algorithmFiles[a]
 		b.WriteString(readScript(name + ".lua"))

@@ -306,19 +306,20 @@ func (s *Store) runOne(ctx context.Context, sc *script, key string, n int) (int6
 }
 
 // runMany runs the generic script sc on checks at cost n, each limit's
-// arguments sent with its key.
-func (s *Store) runMany(ctx context.Context, sc *script, checks []core.Check, n int) (int64, string, error) {
+// arguments sent with its key, then extra, if any (a refund's bounds).
+func (s *Store) runMany(ctx context.Context, sc *script, checks []core.Check, n int, extra ...any) (int64, string, error) {
 	if s.proc == nil && s.batch == nil {
 		keys := make([]string, len(checks))
-		args := make([]any, 1, 1+4*len(checks))
+		args := make([]any, 1, 1+4*len(checks)+len(extra))
 		args[0] = n
 		for i := range checks {
 			keys[i] = checks[i].Key
 			args = append(args, s.scripts(checks[i].Limit).args[:]...)
 		}
+		args = append(args, extra...)
 		return sc.split(sc.Run(ctx, s.client, keys, args...).Result())
 	}
-	args := make([]any, 3, 4+5*len(checks))
+	args := make([]any, 3, 4+5*len(checks)+len(extra))
 	args[2] = len(checks)
 	for i := range checks {
 		args = append(args, checks[i].Key)
@@ -327,6 +328,7 @@ func (s *Store) runMany(ctx context.Context, sc *script, checks []core.Check, n 
 	for i := range checks {
 		args = append(args, s.scripts(checks[i].Limit).args[:]...)
 	}
+	args = append(args, extra...)
 	if s.batch == nil {
 		return s.eval(ctx, sc, args)
 	}

@@ -141,6 +141,18 @@ var brokenStores = []brokenStore{
 		}
 		return overshooting{brokenQuota: b, owed: &owed}
 	}},
+	{"refund-ignores-its-spend", "RefundToItsSpend", nil, func(inner core.Store) core.Store {
+		// gives back to the key as it stands, whatever spend the refund
+		// names: a window over gets its unit back in the window after
+		q := inner.(core.QuotaStore)
+		return brokenQuota{QuotaStore: q, refund: func(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+			blind := slices.Clone(checks)
+			for i := range blind {
+				blind[i].ResetAfter = 0
+			}
+			return q.RefundAllN(ctx, blind, n)
+		}}
+	}},
 	{name: "ignores-overrides", caughtBy: "OverrideRaisesAndLowers", wrapQuota: func(inner core.Store) core.Store {
 		return deafToOverrides{inner.(core.QuotaStore)}
 	}},

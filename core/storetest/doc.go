@@ -93,6 +93,15 @@
 //   - LimitLoweredLive: 15 spent under 20 per period, then 10 per period:
 //     denied with nothing remaining; for GCRA on a clock the suite steps,
 //     exactly until 0.6 period, when a unit has refilled at the new rate.
+//   - RefundToItsSpend (on a clock the suite steps): a refund whose
+//     check's ResetAfter names the spend it gives back, as a Limiter ages
+//     the ResetAfter of the decision that spent (here up to 300 ms late),
+//     gives back to that spend only: nothing to a fixed window after the
+//     one spent 100 ms before its edge, to a sliding counter's previous
+//     window and not its current one, the sliding log's members of the
+//     spend and not a later one's (units it then admits in that instant
+//     stay distinct), and GCRA's units; a bound already past gives
+//     nothing, a bound of 0 sets none.
 //
 // Cases of [core.QuotaStore]'s methods run when the store under test
 // implements it (skipped otherwise); their checks name an override key,

@@ -16,6 +16,7 @@ var quotaCases = []testCase{
 	{"ResetMakesFull", true, false, resetMakesFull},
 	{"LimitRaised", true, false, limitRaised},
 	{"LimitLoweredLive", true, false, limitLoweredLive},
+	{"RefundToItsSpend", true, true, refundToItsSpend},
 }
 
 // quota returns the store under test as a QuotaStore, or skips the case.
@@ -44,12 +45,19 @@ func (h *harness) peek(key string, l core.Limit) core.Result {
 // refund runs RefundAllN on one key and checks its result as a peek's.
 func (h *harness) refund(key string, l core.Limit, n int) core.Result {
 	h.t.Helper()
-	res, err := h.quota().RefundAllN(h.t.Context(), []core.Check{{Key: key, Limit: l}}, n)
+	return h.refundWithin(key, l, n, 0)
+}
+
+// refundWithin runs RefundAllN on one key with the check's ResetAfter
+// bound, and checks its result as a peek's.
+func (h *harness) refundWithin(key string, l core.Limit, n int, bound time.Duration) core.Result {
+	h.t.Helper()
+	res, err := h.quota().RefundAllN(h.t.Context(), []core.Check{{Key: key, Limit: l, ResetAfter: bound}}, n)
 	if err != nil {
-		h.t.Fatalf("RefundAllN(%q %v, %d): %v", key, l, n, err)
+		h.t.Fatalf("RefundAllN(%q %v, %d, ResetAfter %v): %v", key, l, n, bound, err)
 	}
 	if err := peekShape(l, res); err != nil {
-		h.t.Fatalf("RefundAllN(%q %v, %d): %v", key, l, n, err)
+		h.t.Fatalf("RefundAllN(%q %v, %d, ResetAfter %v): %v", key, l, n, bound, err)
 	}
 	return res[0]
 }
@@ -206,4 +214,92 @@ func limitLoweredLive(h *harness, alg core.Algorithm) {
 	h.expect("a unit under 10, a µs early", h.one(key, low, 1), false, 0)
 	h.step(time.Microsecond)
 	h.expect("a unit under 10, once refilled", h.one(key, low, 1), true, 0)
+}
+
+// beforeEdge steps the clock to before ahead of the end of the current
+// window of period (as the fixed window and the sliding counter align
+// them), read from a fresh sliding-counter key, whose ResetAfter is the
+// window's end plus a period, to the microsecond.
+func (h *harness) beforeEdge(period, before time.Duration) {
+	h.t.Helper()
+	l := core.Limit{Rate: 1, Period: period, Burst: 1, Algorithm: core.SlidingWindowCounter}
+	left := h.one(h.otherKey("edge"), l, 1).ResetAfter - period
+	if left < before {
+		left += period
+	}
+	h.step(left - before)
+}
+
+// refundToItsSpend spends, steps the clock, spends again and refunds the
+// first spend with its ResetAfter as a Limiter ages it (less the time
+// since), here 100 ms or 10 ms late as a slow reply makes it: the units go
+// back to what they were spent in, never to what came after. A fixed
+// window spent 100 ms before its edge gives nothing back once the window
+// is over; a sliding counter gives back to the previous window's count,
+// not the current one's; a sliding log removes the member it admitted, not
+// a later one, and units it admits in the same instant stay distinct; a
+// GCRA key gets its units back. A bound already past gives
+// back nothing; a bound of 0 sets none, as before.
+func refundToItsSpend(h *harness, alg core.Algorithm) {
+	key := h.key("refund-spend")
+	switch alg {
+	case core.FixedWindow:
+		l := core.Limit{Rate: 3, Period: time.Second, Burst: 3, Algorithm: alg}
+		h.beforeEdge(l.Period, 100*time.Millisecond)
+		first := h.one(key, l, 1)
+		h.expect("a unit 100 ms before the edge", first, true, 2)
+		h.step(150 * time.Millisecond)
+		var last core.Result
+		for i := range 3 {
+			last = h.one(key, l, 1)
+			h.expect(fmt.Sprintf("unit %d of the next window", i+1), last, true, 2-i)
+		}
+		late := first.ResetAfter - 150*time.Millisecond + 300*time.Millisecond
+		h.expect("the refund of the unit of the window over", h.refundWithin(key, l, 1, late), false, 0)
+		h.expect("the refund of a unit of this window", h.refundWithin(key, l, 1, last.ResetAfter), true, 1)
+		h.expect("a refund whose bound is past", h.refundWithin(key, l, 1, -time.Millisecond), true, 1)
+		h.expect("a refund without a bound", h.refundWithin(key, l, 1, 0), true, 2)
+	case core.SlidingWindowCounter:
+		l := core.Limit{Rate: 10, Period: time.Second, Burst: 10, Algorithm: alg}
+		h.beforeEdge(l.Period, 100*time.Millisecond)
+		first := h.one(key, l, 5)
+		h.expect("5 units 100 ms before the edge", first, true, 5)
+		h.step(150 * time.Millisecond)
+		// the 5 of the previous window weigh 4.75
+		second := h.one(key, l, 5)
+		h.expect("5 units 50 ms into the next window", second, true, 0)
+		late := first.ResetAfter - 150*time.Millisecond + 100*time.Millisecond
+		h.expect("the refund of the previous window's 5", h.refundWithin(key, l, 5, late), true, 5)
+		h.step(800 * time.Millisecond)
+		h.expect("850 ms into the window, its own 5 still spent", h.peek(key, l), true, 5)
+		h.expect("a refund whose bound is past", h.refundWithin(key, l, 5, -time.Millisecond), true, 5)
+		h.expect("the refund of this window's 5", h.refundWithin(key, l, 5, second.ResetAfter-800*time.Millisecond), true, 10)
+	case core.SlidingWindowLog:
+		l := core.Limit{Rate: 3, Period: time.Second, Burst: 3, Algorithm: alg}
+		first := h.one(key, l, 1)
+		h.expect("a unit", first, true, 2)
+		h.step(300 * time.Millisecond)
+		second := h.one(key, l, 2)
+		h.expect("2 units 300 ms later", second, true, 0)
+		late := first.ResetAfter - 300*time.Millisecond + 10*time.Millisecond
+		h.expect("the refund of the first unit", h.refundWithin(key, l, 1, late), true, 1)
+		// units of one instant stay distinct after a refund took an
+		// older one from under them
+		h.expect("a unit in the instant of the refund", h.one(key, l, 1), true, 0)
+		h.expect("a unit more in that instant", h.one(key, l, 1), false, 0)
+		h.step(750 * time.Millisecond)
+		h.expect("once the first unit would have left the log", h.peek(key, l), false, 0)
+		h.expect("a refund whose bound is past", h.refundWithin(key, l, 1, -time.Millisecond), false, 0)
+		h.expect("the refund of a later unit", h.refundWithin(key, l, 1, second.ResetAfter-750*time.Millisecond), true, 1)
+		h.expect("a refund without a bound", h.refundWithin(key, l, 1, 0), true, 2)
+	default:
+		l := core.Limit{Rate: 3, Period: time.Second, Burst: 3, Algorithm: alg}
+		first := h.one(key, l, 1)
+		h.expect("a unit", first, true, 2)
+		h.step(100 * time.Millisecond)
+		h.expect("2 units 100 ms later", h.one(key, l, 2), true, 0)
+		h.expect("the refund of the first unit", h.refundWithin(key, l, 1, first.ResetAfter-100*time.Millisecond), true, 1)
+		h.expect("a refund whose bound is past", h.refundWithin(key, l, 1, -time.Millisecond), true, 1)
+		h.expect("a refund without a bound", h.refundWithin(key, l, 1, 0), true, 2)
+	}
 }

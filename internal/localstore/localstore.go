@@ -48,6 +48,10 @@ type Limit struct {
 type Check struct {
 	Key   string
 	Limit Limit
+	// ResetAfter bounds, in a Refund, how long the units given back go
+	// on counting, as core.Check's does: 0 for no bound, below 0 for a
+	// bound already past.
+	ResetAfter time.Duration
 }
 
 // Result mirrors core.Result without its Limit, which is the check's.

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -552,4 +553,31 @@ func quoteArgs(args []string) []string {
 		out[i] = a
 	}
 	return out
+}
+
+// WarmConns leaves n connections of client's pool open and initialised, as
+// traffic keeps a pool: go-redis sends a new connection's handshake
+// (HELLO) with its first command, so that a command on a fresh connection
+// waits for one reply more. n blocking pops of 50 ms at once hold n
+// connections together.
+func WarmConns(tb testing.TB, client *redis.Client, n int) {
+	tb.Helper()
+	key := fmt.Sprintf("redistest:warm:%d", rand.Uint64())
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			if err := client.Do(context.Background(), "BLPOP", key, "0.05").Err(); err != nil && !errors.Is(err, redis.Nil) {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		tb.Fatal(err)
+	}
+	if got := client.PoolStats().TotalConns; got < uint32(n) {
+		tb.Fatalf("redistest: %d connections open after %d pops at once, want %d", got, n, n)
+	}
 }

@@ -6,6 +6,7 @@ package storecheck
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
@@ -134,4 +135,40 @@ func HasOverride(checks []core.Check) bool {
 		}
 	}
 	return false
+}
+
+// RefundBound returns a refund check's [core.Check].ResetAfter in whole µs,
+// rounded up (it bounds from above how long the units go on counting): 0
+// for no bound, -1 for a bound already past, when nothing goes back.
+func RefundBound(c *core.Check) int64 {
+	switch d := c.ResetAfter; {
+	case d < 0:
+		return -1
+	case d == 0:
+		return 0
+	default:
+		return int64((d + time.Microsecond - 1) / time.Microsecond)
+	}
+}
+
+// RefundBounds returns the checks' [RefundBound]s, space-separated, as
+// refund.lua reads them, or "" when no check sets one.
+func RefundBounds(checks []core.Check) string {
+	var b []byte
+	for i := range checks {
+		if checks[i].ResetAfter != 0 {
+			b = make([]byte, 0, 8*len(checks))
+			break
+		}
+	}
+	if b == nil {
+		return ""
+	}
+	for i := range checks {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendInt(b, RefundBound(&checks[i]), 10)
+	}
+	return string(b)
 }

@@ -79,10 +79,14 @@ local function fixed_commit(key, now, s, n)
 end
 
 -- fixed_refund gives n units back to the current window, deleting the
--- counter at 0; a count of an older window is past giving back.
-local function fixed_refund(key, now, rate, period, burst, n)
+-- counter at 0; a count of an older window is past giving back. With a
+-- bound x > 0 (µs, see refund.lua), the units were spent in the window
+-- that ends by about now + x: a window ending later than that, by more
+-- than refund_slack, is a later one, which gets nothing.
+local function fixed_refund(key, now, rate, period, burst, n, x)
   local c, left, fresh, window_end = fixed_read(key, now, period)
   if c == 0 then return end
+  if x > 0 and (math.floor(now / 1000) + left) * 1000 > now + x + refund_slack(period) then return end
   if c <= n then
     redis.call('DEL', key)
   elseif fresh then

@@ -72,6 +72,8 @@ end
 -- gcra_refund gives n units back: TAT -= n * interval, deleting the key
 -- once the bucket is full. A key of another type is left alone, and so is
 -- a string without a TAT to come: a full bucket, or a fixed window's count.
+-- A bound (see refund.lua) is not read: units spent before others come
+-- back whole until their reset-after has passed (the caller's to tell).
 local function gcra_refund(key, now, rate, period, burst, n)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'string' then return end

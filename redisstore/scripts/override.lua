@@ -10,7 +10,9 @@
 --   override keys of the checks that have one (each in its check's slot).
 -- ARGV: the entry script's (ARGV[1], then four values per check:
 --   algorithm, rate, period in ms, burst), then one value per check: the
---   position in KEYS of its override key, 0 for none.
+--   position in KEYS of its override key, 0 for none; then a refund's
+--   bounds, if any (see refund.lua), which the entry script reads after its
+--   own arguments.
 -- An override key holds a string "<rate> <period ms> <burst>", written by
 --   RedisStore.SetOverride. Anything else (no key, another type, another
 --   text, a limit the check's algorithm cannot enforce) counts as none.
@@ -36,8 +38,10 @@ local function override_of(v, alg)
 end
 
 local function override_args(keys, argv)
-  local m = (#argv - 1) / 5
+  -- a refund's bounds, when sent, are one more argument, after the rest
+  local m = math.floor((#argv - 1) / 5)
   local k, a, tail = {}, {argv[1]}, {}
+  if argv[5 * m + 2] then a[4 * m + 2] = argv[5 * m + 2] end
   for i = 1, m do
     local j = 4 * i - 2
     k[i] = keys[i]

@@ -70,12 +70,25 @@ local function slidingcounter_commit(key, now, s)
 end
 
 -- slidingcounter_refund gives n units back, from the current window's
--- count first and then from the previous window's, never below 0.
-local function slidingcounter_refund(key, now, rate, period, burst, n)
+-- count first and then from the previous window's, never below 0. With a
+-- bound x > 0 (µs, see refund.lua), the units were spent in the window
+-- whose next window ends by about now + x (an allowed call's reset-after,
+-- within refund_slack): they go back to that window's count only, while
+-- it still counts.
+local function slidingcounter_refund(key, now, rate, period, burst, n, x)
   local stored = redis.pcall('HMGET', key, 'sw', 'sc', 'sp')
   if stored.err then return end
   local sw, w = tonumber(stored[1]), math.floor(now / period)
   local c, p = tonumber(stored[2]) or 0, tonumber(stored[3]) or 0
+  if x > 0 then
+    local spent = math.floor((now + x + refund_slack(period)) / period) - 2
+    if sw and spent == sw and sw >= w - 1 then
+      redis.call('HSET', key, 'sc', string.format('%d', math.max(0, c - n)))
+    elseif sw == w and spent == w - 1 then
+      redis.call('HSET', key, 'sp', string.format('%d', math.max(0, p - n)))
+    end
+    return
+  end
   if sw == w then
     local back = math.min(c, n)
     c, p = c - back, math.max(0, p - (n - back))

@@ -68,9 +68,50 @@ end
 
 -- slidinglog_refund gives n units back by removing the n newest members
 -- (members of one microsecond go highest index first: the index is
--- zero-padded so that its order is the members' order).
-local function slidinglog_refund(key, now, rate, period, burst, n)
+-- zero-padded so that its order is the members' order). With a bound
+-- x > 0 (µs, see refund.lua), the units leave the window by about now + x,
+-- so they were admitted at about now + x - period: the members removed
+-- are those of the instant nearest to that, within refund_slack (a
+-- decision admits all its units in one instant), up to n, and none when
+-- no instant is that near. Members of the newest microsecond are then
+-- renamed with indices up to the set's size, which the next units of that
+-- microsecond count on to stay distinct.
+local function slidinglog_refund(key, now, rate, period, burst, n, x)
   local trimmed = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
   if type(trimmed) == 'table' then return end
-  redis.call('ZPOPMAX', key, n)
+  if x <= 0 then
+    redis.call('ZPOPMAX', key, n)
+    return
+  end
+  local est = now + x - period
+  local below = redis.call('ZREVRANGEBYSCORE', key, string.format('%d', est), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local above = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%d', est), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local at
+  if below[2] then at = tonumber(below[2]) end
+  if above[2] and (not at or tonumber(above[2]) - est < est - at) then at = tonumber(above[2]) end
+  if not at or math.abs(at - est) > refund_slack(period) then return end
+  local stamp = string.format('%d', at)
+  redis.call('ZREM', key, unpack(redis.call('ZREVRANGEBYSCORE', key, stamp, stamp, 'LIMIT', 0, n)))
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if not newest[2] then return end
+  local last = redis.call('ZRANGEBYSCORE', key, newest[2], newest[2])
+  local size = redis.call('ZCARD', key)
+  if tonumber(string.match(last[#last], '-(%d+)$')) <= size then return end
+  local ttl = redis.call('PTTL', key)
+  stamp = string.format('%d', tonumber(newest[2]))
+  -- in chunks, as slidinglog_commit adds: all old names go before any new
+  for i = 1, #last, 1000 do
+    redis.call('ZREM', key, unpack(last, i, math.min(i + 999, #last)))
+  end
+  local i = 1
+  while i <= #last do
+    local args, j = {}, 0
+    while i <= #last and j < 1000 do
+      args[j + 1] = stamp
+      args[j + 2] = stamp .. '-' .. string.format('%05d', size - #last + i)
+      i, j = i + 1, j + 2
+    end
+    redis.call('ZADD', key, unpack(args))
+  end
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end

@@ -1,0 +1,161 @@
+package core_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
+)
+
+// replies 70 ms late, every one: each decision misses the 50 ms deadline,
+// while Redis runs every script it is sent
+var late70 = netFault{"late70", "latency", "downstream", map[string]any{"latency": 70, "jitter": 0}}
+
+// spikeRun is a Limiter over a client through a fault proxy to a
+// redis-server, and a Limiter over a client of the server itself, which
+// reads what the keys hold.
+type spikeRun struct {
+	proxy  *faultProxy
+	client *redis.Client
+	l      *core.Limiter
+	peeker *core.Limiter
+	direct *redis.Client // of the server itself, for peeker
+
+	mu   sync.Mutex
+	errs []error // what the Limiter reported
+}
+
+func startSpikeRun(t *testing.T, srv *redistest.Server, opts ...func(*redis.Options)) *spikeRun {
+	t.Helper()
+	r := &spikeRun{proxy: startFaultProxy(t, srv.Addr())}
+	o := &redis.Options{Addr: r.proxy.addr()}
+	for _, f := range opts {
+		f(o)
+	}
+	r.client = redis.NewClient(o)
+	l, err := core.NewLimiter(testkit.MustRedis(r.client), core.OnError(func(err error) {
+		r.mu.Lock()
+		r.errs = append(r.errs, err)
+		r.mu.Unlock()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.l = l
+	// a pool kept warm, as traffic keeps it: go-redis sends a connection's
+	// HELLO with its first command, whose late reply would fail a decision
+	// before its command went out; warm connections carry it to Redis
+	redistest.WarmConns(t, r.client, 16)
+	o = &redis.Options{Addr: srv.Addr()}
+	recommended(o)
+	r.direct = redis.NewClient(o)
+	if r.peeker, err = core.NewLimiter(testkit.MustRedis(r.direct), core.WithTimeout(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// shutdown closes the Limiter, the client and the proxy, in that order.
+func (r *spikeRun) shutdown() {
+	r.l.Close()
+	_ = r.client.Close()
+	r.proxy.stop()
+	r.peeker.Close()
+	_ = r.direct.Close()
+}
+
+// login decides one login attempt under rule, and refunds it when the
+// password was right, as a count-only rule of failures does; it returns
+// the decision and the refund's error.
+func (r *spikeRun) login(t *testing.T, rule core.Rule, right bool) (core.Decision, error) {
+	t.Helper()
+	d, err := check(t, r.l, rule)
+	if err != nil {
+		t.Fatalf("check: %v", err)
+	}
+	if !d.Allowed || !right {
+		return d, nil
+	}
+	return d, r.l.Refund(context.Background(), d)
+}
+
+// waitRemaining waits up to 5 s for the key of rule to hold want units by
+// the server's own answer, and returns what it last held.
+func (r *spikeRun) waitRemaining(t *testing.T, rule core.Rule, id string, want int) int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		res, err := r.peeker.Peek(context.Background(), rule, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Remaining == want || time.Now().After(deadline) {
+			return res.Remaining
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCountOnlyAfterLatencySpike is a login throttle of failures (3 a
+// minute, count-only: a right password's unit is refunded) through 70 ms
+// late replies, at the 50 ms deadline, with each kind of client: four
+// right passwords and a wrong one during the spike are each decided by the
+// fallback, while Redis runs every decision too. Once the spike is over,
+// Redis holds the wrong password's unit and nothing of the right ones,
+// and right passwords pass.
+func TestCountOnlyAfterLatencySpike(t *testing.T) {
+	srv := redistest.StartServer(t)
+	for _, kind := range clientKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, proxyGoroutines()...)
+			r := startSpikeRun(t, srv, kind.opts...)
+			defer r.shutdown()
+			id := fmt.Sprintf("user:alice-%s-%d", kind.name, time.Now().UnixNano())
+			login := rule("login", core.PerMinute(3), id)
+			// the same limit on another identity: its script is loaded
+			warmUp(t, r.l, 1, func(int) []core.Rule { return []core.Rule{rule("login", core.PerMinute(3), id+"-warm")} })
+
+			r.proxy.inject(t, late70)
+			degraded, refundErrs := 0, 0
+			for _, right := range []bool{true, true, false, true, true} {
+				d, err := r.login(t, login, right)
+				if !d.Allowed {
+					t.Fatalf("an attempt during the spike denied: %+v", d)
+				}
+				if d.Degraded() {
+					degraded++
+				}
+				if err != nil {
+					refundErrs++
+				}
+			}
+			r.proxy.lift(t, late70)
+			t.Logf("during the spike: 5 attempts, %d decided by the fallback, %d refunds that missed the deadline", degraded, refundErrs)
+			if degraded == 0 {
+				t.Fatal("fixture: no attempt missed the deadline")
+			}
+
+			if got := r.waitRemaining(t, login, id, 2); got != 2 {
+				t.Errorf("after the spike Redis holds %d of 3 units left, want 2: the wrong password's unit spent, the right ones' given back", got)
+			}
+			waitFor(t, 2*netFaultBack, func() bool { return r.l.BreakerState() == core.BreakerClosed })
+			denied := 0
+			for range 3 {
+				if d, _ := r.login(t, login, true); !d.Allowed {
+					denied++
+				}
+			}
+			if denied > 0 {
+				t.Errorf("after the spike, %d of 3 right passwords denied (429)", denied)
+			}
+		})
+	}
+}

@@ -1,0 +1,156 @@
+package core_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/memorystore"
+)
+
+// lateStore is a QuotaStore (a memorystore.Store) whose decisions miss the
+// Limiter's deadline: on the goroutine path, a call decides and answers
+// late, ignoring its context, as go-redis without ContextTimeoutEnabled
+// does; on the direct path (keeps), a call decides and then waits for its
+// context to end, so the caller never learns that it spent, as go-redis
+// with ContextTimeoutEnabled cuts a call whose reply comes late. A lost
+// call decides nothing (the command never reached Redis); a loading store
+// answers at once with an error reply of Redis's.
+type lateStore struct {
+	*memorystore.Store
+	keeps   bool
+	late    time.Duration // how late a goroutine-path call answers
+	lost    atomic.Bool
+	loading atomic.Bool
+}
+
+func (s *lateStore) Traits() core.Traits { return core.Traits{KeepsDeadlines: s.keeps} }
+
+func (s *lateStore) AllowInto(ctx context.Context, checks []core.Check, n int, results []core.Result) error {
+	res, err := s.AllowAllN(ctx, checks, n)
+	copy(results, res)
+	return err
+}
+
+func (s *lateStore) AllowAllN(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+	if s.loading.Load() {
+		return nil, loadingError{}
+	}
+	var (
+		res []core.Result
+		err error
+	)
+	if !s.lost.Load() {
+		res, err = s.Store.AllowAllN(context.Background(), checks, n)
+	}
+	if s.keeps {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	time.Sleep(s.late)
+	if s.lost.Load() {
+		return nil, context.DeadlineExceeded
+	}
+	return res, err
+}
+
+// loadingError is an error reply of Redis's about the server, as go-redis
+// types them: the script did not run.
+type loadingError struct{}
+
+func (loadingError) Error() string { return "LOADING Redis is loading the dataset in memory" }
+func (loadingError) RedisError()   {}
+
+// TestRefundOfLateDecisions: decisions whose store call missed the
+// deadline (20 ms) were decided by the fallback; Refund gives back to the
+// store too, what the late call spent (the goroutine path tells) or may
+// have spent (the direct path cannot tell), and nothing when the store
+// said it spent nothing. Close waits for those refunds, which run in the
+// background.
+func TestRefundOfLateDecisions(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		keeps     bool
+		policy    core.FailurePolicy
+		before    int  // units the key spent in the store before
+		lost      bool // the call never reaches the store
+		loading   bool // the store answers an error reply at once
+		waitLate  bool // Refund only once the late call has returned
+		remaining int  // what the store holds once the Limiter is closed
+	}{
+		{name: "goroutine path, refunded before the late reply", remaining: 3},
+		{name: "goroutine path, refunded after the late reply", waitLate: true, remaining: 3},
+		{name: "goroutine path, the late reply a denial", before: 3, remaining: 0},
+		{name: "goroutine path, under FailOpen", policy: core.FailOpen, remaining: 3},
+		{name: "direct path, cut at the deadline", keeps: true, remaining: 3},
+		{name: "direct path, the store full", keeps: true, before: 3, remaining: 1}, // the bound: the cost too many
+		{name: "direct path, the command lost", keeps: true, before: 2, lost: true, remaining: 2},
+		{name: "direct path, the command lost, nothing spent before", keeps: true, lost: true, remaining: 3}, // never past capacity
+		{name: "goroutine path, the late call failing", before: 2, lost: true, remaining: 2},
+		{name: "an error reply", loading: true, before: 2, remaining: 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for attempt := 0; ; attempt++ {
+				if attempt == 5 {
+					t.Fatal("five late calls answered within the deadline: the machine is too slow to tell")
+				}
+				if refundLate(t, c.keeps, c.policy, c.before, c.lost, c.loading, c.waitLate, c.remaining) {
+					return
+				}
+			}
+		})
+	}
+}
+
+// refundLate runs one case of TestRefundOfLateDecisions, and reports
+// whether the call was late: a caller that wakes past the late answer
+// takes it as in time.
+func refundLate(t *testing.T, keeps bool, policy core.FailurePolicy, before int, lost, loading, waitLate bool, remaining int) bool {
+	t.Helper()
+	limit := core.PerMinute(3)
+	mem := testkit.MustMemory()
+	defer mem.Close()
+	store := &lateStore{Store: mem, keeps: keeps, late: 200 * time.Millisecond}
+	store.lost.Store(lost)
+	store.loading.Store(loading)
+	l, err := core.NewLimiter(store, core.WithTimeout(20*time.Millisecond), core.WithFailurePolicy(policy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	id := "user:late"
+	key, err := l.StorageKey("login", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before > 0 {
+		if res, err := mem.AllowAllN(context.Background(), []core.Check{{Key: key, Limit: limit}}, before); err != nil || !res[0].Allowed {
+			t.Fatalf("fixture: %+v %v", res, err)
+		}
+	}
+	d, err := check(t, l, rule("login", limit, id))
+	if err != nil || !d.Allowed {
+		t.Fatalf("a late decision: %+v %v, want an allowance", d, err)
+	}
+	if !d.Degraded() {
+		return false
+	}
+	if waitLate {
+		time.Sleep(2 * store.late)
+	}
+	if err := l.Refund(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	l.Close() // waits for the late call and the refunds in the store
+	res, err := mem.PeekAll(context.Background(), []core.Check{{Key: key, Limit: limit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Remaining != remaining {
+		t.Errorf("the store holds %d of 3 once the refund is done, want %d", res[0].Remaining, remaining)
+	}
+	return true
+}
