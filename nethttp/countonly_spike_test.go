@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/internal/faultproxy"
+	"github.com/ratekit/ratekit/internal/netfault"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/nethttp"
 	"github.com/ratekit/ratekit/redisstore"
@@ -37,8 +37,8 @@ func TestCountOnlyThroughLatencySpike(t *testing.T) {
 		{"default-client", func(*redis.Options) {}},
 	} {
 		t.Run(kind.name, func(t *testing.T) {
-			defer goleak.VerifyNone(t, faultproxy.Goroutines()...)
-			proxy := faultproxy.Start(t, srv.Addr())
+			defer goleak.VerifyNone(t, append(netfault.IgnoreLinks(), goleak.IgnoreCurrent())...)
+			proxy := netfault.Start(t, srv.Addr())
 			defer proxy.Stop()
 			o := &redis.Options{Addr: proxy.Addr()}
 			kind.opts(o)
@@ -101,7 +101,7 @@ func TestCountOnlyThroughLatencySpike(t *testing.T) {
 			want("before the spike", true, http.StatusNoContent)
 			redistest.WarmConns(t, client, 16)
 
-			late := faultproxy.Late(70)
+			late := netfault.Latency(70*time.Millisecond, 0)
 			proxy.Inject(t, late)
 			for _, right := range []bool{true, true, false, true, true} {
 				if right {
