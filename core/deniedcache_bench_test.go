@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ratekit/ratekit/internal/redistest"
 )
@@ -18,12 +19,13 @@ import (
 func BenchmarkDeniedCache(b *testing.B) {
 	srv := redistest.StartServer(b)
 	store := NewRedisStore(srv.Client(b))
-	cached, err := NewLimiter(store)
+	// a deadline a loaded machine meets: every decision must be Redis's
+	cached, err := NewLimiter(store, WithTimeout(time.Second))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer cached.Close()
-	uncached, err := NewLimiter(store, WithDeniedCache(0))
+	uncached, err := NewLimiter(store, WithDeniedCache(0), WithTimeout(time.Second))
 	if err != nil {
 		b.Fatal(err)
 	}
