@@ -14,7 +14,7 @@ import (
 // middleware paths, the peers the bars compare with, and the baselines.
 var networkNames = []string{
 	gcraName, fixedName, "ratekit sliding-log", "ratekit sliding-counter", "ratekit gcra unbatched",
-	limiterName, middlewareName, redisRateName, ululeName, bareName, clockName, pingName,
+	limiterName, limiterDefaultName, middlewareName, redisRateName, ululeName, mennanovWindowName, bareName, clockName, pingName,
 }
 
 // defaultNetworkRounds is the network pass's rounds at most, unless

@@ -67,9 +67,16 @@ func (rep *report) write(out io.Writer) error {
 	p("## Headline: ratekit GCRA as it ships against the bare script")
 	p("")
 	headline(p, rep.bench, rep.opts.rounds)
-	p("### Each algorithm as it ships against the best peer of its kind")
+	p("### Each algorithm as it ships against the best peer of its kind, and the goals")
 	p("")
 	writeBars(p, rep.bench)
+	p("%s", ceilingText(rep.bench))
+	p("")
+	if ms := misses(rep.bench); len(ms) > 0 {
+		p("Cells that miss: %s.", strings.Join(ms, "; "))
+		p("")
+	}
+	pendingSection(p)
 	rep.networkSection(p)
 	rep.endToEnd(w)
 
