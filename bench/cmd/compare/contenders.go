@@ -357,21 +357,21 @@ func contenders() []contender {
 
 // Names of the contenders that the report and the network pass pick out.
 const (
-	bareName       = "bare INCR+PEXPIRE"
-	clockName      = "bare TIME+GET+SET"
-	pingName       = "PING"
-	gcraName       = "ratekit gcra"
-	fixedName      = "ratekit fixed"
-	leasingName    = "ratekit gcra leasing"
-	limiterName    = "ratekit Limiter.Check"
+	bareName    = "bare INCR+PEXPIRE"
+	clockName   = "bare TIME+GET+SET"
+	pingName    = "PING"
+	gcraName    = "ratekit gcra"
+	fixedName   = "ratekit fixed"
+	leasingName = "ratekit gcra leasing"
+	limiterName = "ratekit Limiter.Check"
 	// limiterDefaultName is the Limiter path over a client of go-redis's
 	// defaults (no ContextTimeoutEnabled, retries on)
 	limiterDefaultName = "ratekit Limiter.Check, default client"
 	middlewareName     = "ratekit net/http+leasing"
 	slidingCounterName = "ratekit sliding-counter"
 	mennanovWindowName = "mennanov sliding window"
-	redisRateName  = "redis_rate"
-	ululeName      = "ulule/limiter"
+	redisRateName      = "redis_rate"
+	ululeName          = "ulule/limiter"
 )
 
 func mennanovResult(_ time.Duration, err error) (bool, error) {
