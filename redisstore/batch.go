@@ -447,14 +447,14 @@ func (b *batcher) flush(batch []*batchCall) {
 	}
 	var retry []redis.Cmder
 	for _, c := range batch {
-		if c.merged == nil && redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+		if c.merged == nil && noScript(c.cmd.Err()) {
 			c.args[0], c.args[1] = "eval", c.sc.src
 			c.cmd = newScriptCmd(ctx, c.sc, c.args)
 			retry = append(retry, c.cmd)
 		}
 	}
 	for _, m := range merged {
-		if redis.HasErrorPrefix(m.cmd.Err(), "NOSCRIPT") {
+		if noScript(m.cmd.Err()) {
 			m.args[0], m.args[1] = "eval", m.sc.src
 			m.cmd = newScriptCmd(ctx, m.sc, m.args)
 			retry = append(retry, m.cmd)
@@ -474,6 +474,10 @@ func (b *batcher) flush(batch []*batchCall) {
 		m.answer()
 	}
 }
+
+// noScript reports whether err is Redis's NOSCRIPT reply. It asks
+// go-redis only about an error: HasErrorPrefix allocates on every call.
+func noScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
 
 // exec runs cmds as one pipeline, or a lone command directly.
 func (b *batcher) exec(ctx context.Context, cmds []redis.Cmder) {

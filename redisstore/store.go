@@ -391,7 +391,7 @@ func (s *Store) eval(ctx context.Context, sc *script, args []any) (int64, string
 		cmd := newScriptCmd(ctx, sc, args)
 		_ = s.proc.Process(ctx, cmd)
 		ireply, sreply, err := scriptReply(cmd)
-		if err == nil || args[0] == "eval" || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err == nil || args[0] == "eval" || !noScript(err) {
 			return ireply, sreply, err
 		}
 		args[0], args[1] = "eval", sc.src

@@ -106,7 +106,7 @@ func limiterContender(defaultClient bool) contender {
 		name: name, module: "github.com/ratekit/ratekit",
 		algorithm: "gcra, through a Limiter", kind: kindRatekit, refills: true,
 		setup: "`core.NewLimiter(redisstore.New(client), core.WithPrefix(prefix), core.WithFailurePolicy(core.FailClosed))` over " + client + " (the default deadline, 50 ms; 1 s in the network pass); " +
-			"`limiter.Check(ctx, req, []core.Rule{{Name: \"api\", Limit: core.PerMinute(n), Key: identity}})`, the request a reused `core.Request` holding the identity",
+			"`limiter.CheckInto(ctx, req, []core.Rule{{Name: \"api\", Limit: core.PerMinute(n), Key: identity}}, results[:0])`, as the middlewares call it: the request a reused `core.Request` holding the identity, `results` a block of two `core.RuleResult` the goroutine reuses, as a middleware owns one per request",
 		open: func(ctx context.Context, shared *redis.Client, limit int) (func() decideFunc, error) {
 			client := shared
 			if defaultClient {
@@ -126,9 +126,11 @@ func limiterContender(defaultClient bool) contender {
 			}
 			return func() decideFunc {
 				req := &identityRequest{ctx: ctx}
+				// the results' block a middleware owns per request
+				var results [2]core.RuleResult
 				return func(key string) (bool, error) {
 					req.identity = identityOf(key)
-					d, err := lim.Check(ctx, req, rules)
+					d, err := lim.CheckInto(ctx, req, rules, results[:0])
 					if err != nil {
 						return false, err
 					}
