@@ -105,7 +105,7 @@ func limiterContender(defaultClient bool) contender {
 	return contender{
 		name: name, module: "github.com/ratekit/ratekit",
 		algorithm: "gcra, through a Limiter", kind: kindRatekit, refills: true,
-		setup: "`core.NewLimiter(redisstore.New(client), core.WithPrefix(prefix), core.WithFailurePolicy(core.FailClosed))` over " + client + " (the default deadline, 50 ms; 1 s in the network pass); " +
+		setup: "`core.NewLimiter(redisstore.New(client), core.WithPrefix(prefix), core.WithFailurePolicy(core.FailClosed), core.WithTimeout(d))` over " + client + " (d " + deadlineText() + "); " +
 			"`limiter.CheckInto(ctx, req, []core.Rule{{Name: \"api\", Limit: core.PerMinute(n), Key: identity}}, results[:0])`, as the middlewares call it: the request a reused `core.Request` holding the identity, `results` a block of two `core.RuleResult` the goroutine reuses, as a middleware owns one per request",
 		open: func(ctx context.Context, shared *redis.Client, limit int) (func() decideFunc, error) {
 			client := shared
@@ -139,6 +139,14 @@ func limiterContender(defaultClient bool) contender {
 			}, nil
 		},
 	}
+}
+
+// deadlineText says what the Limiter rows' deadline is in each pass.
+func deadlineText() string {
+	if limiterTimeout == core.DefaultTimeout {
+		return fmt.Sprintf("the default, %v, in the direct pass; %v in the network pass", limiterTimeout, networkLimiterTimeout)
+	}
+	return fmt.Sprintf("%v in the direct pass, set by -limiter-timeout, where the default is %v; %v in the network pass", limiterTimeout, core.DefaultTimeout, networkLimiterTimeout)
 }
 
 // defaultClients holds the default-options clients made for the Limiter
