@@ -3,6 +3,7 @@ package memorystore_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ratekit/ratekit/core"
@@ -12,8 +13,14 @@ import (
 // A Store with a clock stepped by hand shows how GCRA refills: one
 // unit every period/rate.
 func ExampleStore() {
+	// the store's cache reads the clock from a goroutine of its own too
+	var mu sync.Mutex
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	store, err := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
+	store, err := memorystore.New(memorystore.WithClock(func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}))
 	if err != nil {
 		panic(err)
 	}
@@ -26,7 +33,9 @@ func ExampleStore() {
 		res, _ := store.AllowAllN(ctx, check, 1)
 		fmt.Println(res[0].Allowed, res[0].Remaining, res[0].RetryAfter)
 	}
+	mu.Lock()
 	now = now.Add(100 * time.Millisecond)
+	mu.Unlock()
 	res, _ := store.AllowAllN(ctx, check, 1)
 	fmt.Println(res[0].Allowed, res[0].Remaining, res[0].RetryAfter)
 	// Output:
