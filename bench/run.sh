@@ -15,8 +15,22 @@
 # The end-to-end section of docs/benchmarks.md (between the lines
 # <!-- e2e:begin --> and <!-- e2e:end -->) belongs to bench/e2e.sh: this
 # script carries it over unchanged (-keep).
+#
+# The comparison measures the server's ceiling with redis-benchmark, a C
+# client: it installs Debian's redis-tools with apt-get when redis-benchmark
+# is missing (without it, the ceiling is left out of the report).
 set -euo pipefail
 cd "$(dirname "$0")"
+
+if ! command -v redis-benchmark >/dev/null 2>&1; then
+  echo "redis-benchmark not found: installing Debian's redis-tools" >&2
+  sudo=()
+  if [ "$(id -u)" -ne 0 ]; then sudo=(sudo); fi
+  if ! "${sudo[@]}" apt-get install -y redis-tools; then
+    "${sudo[@]}" apt-get update
+    "${sudo[@]}" apt-get install -y redis-tools
+  fi
+fi
 
 rounds="${ROUNDS:-7}"
 duration="${DURATION:-500ms}"

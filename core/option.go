@@ -62,12 +62,15 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // into an outage.
 //
 // The deadline holds whatever the client: Check returns at the deadline
-// even from a go-redis client that ignores contexts (its default), while
-// the abandoned call finishes in the background, where [Limiter.Close]
-// waits for it; such calls each run on a goroutine of their own. A store
+// even from a go-redis client that ignores contexts (its default). A store
 // that gives up at the deadline itself ([Traits].KeepsDeadlines) is called
-// on the request's goroutine, which saves a goroutine and a hand-off per
-// call: a redisstore.Store over a client configured like this is one.
+// on the request's goroutine: a redisstore.Store that batches (its default
+// over a *redis.Client, whatever the client's options) is one, and so is
+// one over a client configured like this. Calls to any other store each run
+// on a goroutine of their own, which Check abandons at the deadline while
+// the call finishes in the background, where [Limiter.Close] waits for it.
+// With ContextTimeoutEnabled a lone call also goes out from the request's
+// goroutine, and a missed deadline frees its connection at once:
 //
 //	redis.NewClient(&redis.Options{
 //		Addr:                  addr,

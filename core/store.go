@@ -63,8 +63,9 @@ func traitsOf(s Store) Traits {
 type Traits struct {
 	// KeepsDeadlines reports that every call returns by its context's
 	// deadline on its own, and frees what it holds: the Limiter then calls
-	// the store on the request's goroutine. A redisstore.Store over a go-redis
-	// client with ContextTimeoutEnabled keeps deadlines.
+	// the store on the request's goroutine. A redisstore.Store that
+	// batches, whatever its client, or one over a go-redis client with
+	// ContextTimeoutEnabled, keeps deadlines.
 	KeepsDeadlines bool
 	// InProcess reports that the store decides in this process's memory:
 	// its calls neither wait on I/O nor fail for want of a backend, so the

@@ -27,6 +27,17 @@ type pipeliner interface {
 // queued by then. A lone caller thus pays no wait and no hand-off, and a
 // crowd shares round trips ("natural batching"). maxWait optionally holds a
 // pipeline open a little longer before it is sent.
+//
+// Over a client that does not keep deadlines (without ContextTimeoutEnabled,
+// go-redis ignores the context's deadline on the socket), a caller must not
+// do the I/O itself, or a stalled server would hold it past its deadline:
+// pipelines then go out from senders, goroutines of the batcher's own (at
+// most one per slot, parked between pipelines for up to senderIdle, then
+// ended, and ended by close), and every caller waits for its answer with
+// its context's timer. A sender whose
+// pipeline returned sends the next batch itself, so a crowd costs no more
+// hand-offs than with callers leading; a lone call costs two (to the sender
+// and back), and no goroutine is made per call.
 type batcher struct {
 	client   pipeliner
 	proc     processor // sends a pipeline of one call; nil if the client has none
@@ -37,13 +48,18 @@ type batcher struct {
 	// of one many-capable script may share a script call whatever their
 	// keys; otherwise only calls whose keys share a hash tag do.
 	oneServer bool
+	// senders is set when pipelines go out from the batcher's senders
+	// rather than from callers' goroutines (see batcher).
+	senders bool
+	work    chan []*batchCall // batches for parked senders; closed by close
 
 	mu       sync.Mutex
 	idle     sync.Cond    // signalled, under mu, when inflight drops to 0 after close
 	pending  []*batchCall // calls waiting for a pipeline, oldest first
 	inflight int          // pipelines in flight (slots taken)
+	parked   int          // senders waiting on work
 	closed   bool
-	wg       sync.WaitGroup // goroutines that took over a leader's work
+	wg       sync.WaitGroup // senders, and goroutines that took over a leader's work
 	pool     sync.Pool
 }
 
@@ -72,7 +88,7 @@ const (
 	callTaken               // in a batch, answered or led by someone
 )
 
-func newBatcher(client pipeliner, proc processor, maxBatch, parallel int, maxWait time.Duration, oneServer bool) *batcher {
+func newBatcher(client pipeliner, proc processor, maxBatch, parallel int, maxWait time.Duration, oneServer, senders bool) *batcher {
 	b := &batcher{
 		client:    client,
 		proc:      proc,
@@ -80,6 +96,10 @@ func newBatcher(client pipeliner, proc processor, maxBatch, parallel int, maxWai
 		parallel:  parallel,
 		maxWait:   maxWait,
 		oneServer: oneServer,
+		senders:   senders,
+	}
+	if senders {
+		b.work = make(chan []*batchCall, parallel)
 	}
 	b.idle.L = &b.mu
 	b.pool.New = func() any { return &batchCall{done: make(chan struct{}, 1)} }
@@ -120,12 +140,17 @@ func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
 		// idle: c goes out at once, in a pipeline of its own
 		b.inflight++
 		c.state = callTaken
-		b.mu.Unlock()
 		c.alone[0] = c
+		if b.senders {
+			b.dispatch(c.alone[:])
+			b.mu.Unlock()
+			return b.await(ctx, c)
+		}
+		b.mu.Unlock()
 		b.lead(c.alone[:], c)
 		return b.reply(c)
 	}
-	if batch := b.enqueue(ctx, c); batch != nil {
+	if batch := b.enqueue(ctx, c); batch != nil && !b.senders {
 		lead := leaderOf(batch)
 		if lead == c {
 			b.lead(batch, c)
@@ -160,11 +185,83 @@ func (b *batcher) enqueue(ctx context.Context, c *batchCall) []*batchCall {
 		b.mu.Lock()
 	}
 	batch := b.take()
-	if batch == nil {
+	switch {
+	case batch == nil:
 		b.release()
+	case b.senders:
+		b.dispatch(batch)
 	}
 	b.mu.Unlock()
 	return batch
+}
+
+// dispatch hands batch, which holds a slot, to a parked sender, or to a
+// new one when none is parked, under b.mu.
+func (b *batcher) dispatch(batch []*batchCall) {
+	if b.parked > 0 {
+		b.parked--
+		b.work <- batch // never blocks: it has room for every parked sender
+		return
+	}
+	b.wg.Add(1)
+	go b.send(batch)
+}
+
+// senderIdle is how long a sender parks for want of work before it ends:
+// long enough that calls a few ms apart reuse it, short enough that a
+// store nobody closes holds no goroutine for long.
+const senderIdle = 100 * time.Millisecond
+
+// send is a sender: it sends batch, answers its calls, and sends what
+// queued meanwhile, until nothing is queued; then it frees the slot and
+// parks until dispatch hands it a batch, for up to senderIdle, or close
+// ends it.
+func (b *batcher) send(batch []*batchCall) {
+	defer b.wg.Done()
+	var idle *time.Timer
+	for batch != nil {
+		b.flush(batch)
+		for _, c := range batch {
+			c.done <- struct{}{}
+		}
+		b.mu.Lock()
+		batch = nil
+		if !b.closed {
+			batch = b.take()
+		}
+		if batch != nil {
+			b.mu.Unlock()
+			continue
+		}
+		b.release()
+		closed := b.closed
+		if !closed {
+			b.parked++
+		}
+		b.mu.Unlock()
+		if closed {
+			return
+		}
+		if idle == nil {
+			idle = time.NewTimer(senderIdle)
+		} else {
+			idle.Reset(senderIdle)
+		}
+		select {
+		case batch = <-b.work: // nil once close closed it
+			idle.Stop()
+		case <-idle.C:
+			// dispatch sends under b.mu, so a batch handed to a parked
+			// sender is in b.work by now: take it, or leave
+			b.mu.Lock()
+			select {
+			case batch = <-b.work:
+			default:
+				b.parked--
+			}
+			b.mu.Unlock()
+		}
+	}
 }
 
 // await waits for c's answer, or for a batch it is to lead, until ctx
@@ -192,6 +289,11 @@ func (b *batcher) abandon(c *batchCall) {
 		b.remove(c)
 		b.mu.Unlock()
 		b.recycle(c)
+		return
+	}
+	if b.senders {
+		// a sender answers c, which leads nothing, and nobody reads it
+		b.mu.Unlock()
 		return
 	}
 	if b.inflight == 0 {
@@ -345,14 +447,14 @@ func (b *batcher) flush(batch []*batchCall) {
 	}
 	var retry []redis.Cmder
 	for _, c := range batch {
-		if c.merged == nil && redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+		if c.merged == nil && noScript(c.cmd.Err()) {
 			c.args[0], c.args[1] = "eval", c.sc.src
 			c.cmd = newScriptCmd(ctx, c.sc, c.args)
 			retry = append(retry, c.cmd)
 		}
 	}
 	for _, m := range merged {
-		if redis.HasErrorPrefix(m.cmd.Err(), "NOSCRIPT") {
+		if noScript(m.cmd.Err()) {
 			m.args[0], m.args[1] = "eval", m.sc.src
 			m.cmd = newScriptCmd(ctx, m.sc, m.args)
 			retry = append(retry, m.cmd)
@@ -372,6 +474,10 @@ func (b *batcher) flush(batch []*batchCall) {
 		m.answer()
 	}
 }
+
+// noScript reports whether err is Redis's NOSCRIPT reply. It asks
+// go-redis only about an error: HasErrorPrefix allocates on every call.
+func noScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
 
 // exec runs cmds as one pipeline, or a lone command directly.
 func (b *batcher) exec(ctx context.Context, cmds []redis.Cmder) {
@@ -556,6 +662,9 @@ func (b *batcher) close() {
 		c.state = callTaken
 		c.err = core.ErrClosed
 		c.done <- struct{}{}
+	}
+	if b.senders {
+		close(b.work) // parked senders end; busy ones end when their pipeline returns
 	}
 	for b.inflight > 0 {
 		b.idle.Wait()

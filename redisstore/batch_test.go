@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -271,4 +272,69 @@ func (h countMerged) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// TestBatchingKeepsDeadlinesOverDefaultClient stops redis-server (SIGSTOP)
+// under a batching store over a client without ContextTimeoutEnabled,
+// which ignores the context's deadline on the socket, here with no read
+// timeout at all: a call whose I/O ran on the caller's goroutine would
+// wait for as long as the server is stopped. Every call still returns
+// while it is stopped, with its own context's error, its pipeline's I/O
+// waiting on one of the store's senders; no goroutine is made per call (at
+// most one per pipeline slot is stuck in I/O); once the server resumes,
+// calls are decided; and Close leaves no goroutine behind.
+func TestBatchingKeepsDeadlinesOverDefaultClient(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client(t, func(o *redis.Options) { o.ReadTimeout = -1 })
+	ignore := goleak.IgnoreCurrent()
+	const parallel = 2
+	s := testkit.MustRedis(c, redisstore.WithBatching(redisstore.Batching{Parallel: parallel}))
+	limit := core.PerHour(1_000_000)
+	ctx := context.Background()
+	key := testkit.UniqueKey(t, "stall")
+	if _, err := testkit.AllowOne(s, ctx, key, limit, 1); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	srv.Pause(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for range 64 {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			_, err := testkit.AllowOne(s, cctx, key, limit, 1)
+			errs <- err
+		})
+	}
+	returned := make(chan struct{})
+	go func() { wg.Wait(); close(returned) }()
+	select {
+	case <-returned:
+	case <-time.After(time.Minute): // a guard against a hang, not a measurement
+		srv.Resume(t)
+		t.Fatal("calls into the stopped server did not return: they waited on its socket")
+	}
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a call into a stopped server: %v; want context.DeadlineExceeded", err)
+		}
+	}
+	// the callers are gone; what remains are the senders stuck in I/O
+	if n := runtime.NumGoroutine() - before; n > parallel {
+		t.Errorf("%d goroutines more than before the stall; want at most %d (one sender per slot)", n, parallel)
+	}
+	srv.Resume(t)
+	for i := range 3 {
+		r, err := testkit.AllowOne(s, ctx, key, limit, 1)
+		if err != nil || !r.Allowed {
+			t.Fatalf("call %d after the resume: %+v, %v; want allowed", i, r, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	goleak.VerifyNone(t, ignore)
 }

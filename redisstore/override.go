@@ -108,7 +108,9 @@ func (s *Store) SetOverride(ctx context.Context, key, override string, limit cor
 		return err
 	}
 	value := strconv.Itoa(limit.Rate) + " " + strconv.FormatInt(limit.Period.Milliseconds(), 10) + " " + strconv.Itoa(limit.Burst)
-	err := setOverrideScript.Run(ctx, s.client, []string{override}, value, storecheck.OverrideTTL(ttl), ResetChannel, key).Err()
+	err := s.bounded(ctx, func(ctx context.Context) error {
+		return setOverrideScript.Run(ctx, s.client, []string{override}, value, storecheck.OverrideTTL(ttl), ResetChannel, key).Err()
+	})
 	if err != nil {
 		s.reloadSlots(err)
 		return fmt.Errorf("ratekit: redis: set override: %w", err)
@@ -123,7 +125,9 @@ func (s *Store) ClearOverride(ctx context.Context, key, override string) error {
 	if err := storecheck.ValidateOverrideKeys(key, override); err != nil {
 		return err
 	}
-	err := clearOverrideScript.Run(ctx, s.client, []string{override}, ResetChannel, key).Err()
+	err := s.bounded(ctx, func(ctx context.Context) error {
+		return clearOverrideScript.Run(ctx, s.client, []string{override}, ResetChannel, key).Err()
+	})
 	if err != nil {
 		s.reloadSlots(err)
 		return fmt.Errorf("ratekit: redis: clear override: %w", err)

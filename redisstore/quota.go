@@ -80,21 +80,23 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	var err error
-	if p, ok := s.client.(pipeliner); ok {
-		_, err = p.Pipeline().Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			for _, k := range keys {
-				pipe.Eval(ctx, resetSource, []string{k}, ResetChannel)
-			}
-			return nil
-		})
-	} else {
+	err := s.bounded(ctx, func(ctx context.Context) (err error) {
+		if p, ok := s.client.(pipeliner); ok {
+			_, err = p.Pipeline().Pipelined(ctx, func(pipe redis.Pipeliner) error {
+				for _, k := range keys {
+					pipe.Eval(ctx, resetSource, []string{k}, ResetChannel)
+				}
+				return nil
+			})
+			return err
+		}
 		for _, k := range keys {
 			if err = s.client.Eval(ctx, resetSource, []string{k}, ResetChannel).Err(); err != nil {
-				break
+				return err
 			}
 		}
-	}
+		return nil
+	})
 	if err != nil {
 		s.reloadSlots(err)
 		return fmt.Errorf("ratekit: redis: reset: %w", err)

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"embed"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/ratekit/ratekit/core"
@@ -117,12 +118,16 @@ func fixedConstants(limit core.Limit) string {
 
 // gcraConstants is the line that binds a GCRA limit's parameters for
 // gcra_single.lua and gcra_many.lua: the interval (ceil(period/rate) µs),
-// the tolerance (burst * interval µs), the burst, and the format of the
-// stored value, "<tat>:<interval>", with the interval written in.
+// the tolerance (burst * interval µs), the burst; the end of a value written
+// under this interval, "\0<interval>", and minus its length; the format of a
+// value, "<tat - interval>\0<interval>"; and the expiry in ms of a key one
+// unit from full. The NUL is written as the escape \000, whose three digits
+// no digit of the interval can extend.
 func gcraConstants(limit core.Limit) string {
 	interval := storecheck.Interval(limit)
-	return fmt.Sprintf("local interval, tolerance, burst, tatfmt = %d, %d, %d, '%%d:%d'\n",
-		interval, interval*int64(limit.Burst), limit.Burst, interval)
+	iv := strconv.FormatInt(interval, 10)
+	return fmt.Sprintf("local interval, tolerance, burst, sfx, sfxat, vfmt, px1 = %d, %d, %d, '\\000%s', %d, '%%d\\000%s', '%d'\n",
+		interval, interval*int64(limit.Burst), limit.Burst, iv, -1-len(iv), iv, (interval+999)/1000)
 }
 
 func readScript(name string) string {

@@ -39,6 +39,13 @@ type Store struct {
 	reloaded atomic.Int64
 	born     time.Time
 	resets   resetHub // reset watchers' subscription
+	// keeps is set when the client keeps deadlines itself
+	// (ContextTimeoutEnabled); see Traits.
+	keeps bool
+	// detached counts the calls that run on a goroutine of their own
+	// because the client does not keep deadlines (see bounded); Close
+	// waits for them.
+	detached sync.WaitGroup
 }
 
 // maxCompiledLimits bounds how many distinct limits get scripts of their
@@ -110,7 +117,7 @@ func New(client redis.Scripter, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{client: client, born: time.Now()}
+	s := &Store{client: client, born: time.Now(), keeps: clientKeepsDeadlines(client)}
 	s.proc, _ = client.(processor)
 	s.cluster, _ = client.(*redis.ClusterClient)
 	// a plain client talks to one server (or one Sentinel-watched master),
@@ -125,16 +132,23 @@ func New(client redis.Scripter, opts ...Option) (*Store, error) {
 		if b == nil {
 			b = &Batching{MaxBatch: defaultMaxBatch, Parallel: defaultParallel}
 		}
-		s.batch = newBatcher(p, s.proc, b.MaxBatch, b.Parallel, b.MaxWait, oneServer)
+		s.batch = newBatcher(p, s.proc, b.MaxBatch, b.Parallel, b.MaxWait, oneServer, !s.keeps)
 	}
 	return s, nil
 }
 
-// Traits reports whether the store keeps deadlines by itself: it does over
-// a *redis.Client, *redis.ClusterClient or *redis.Ring with
-// ContextTimeoutEnabled, which sets each connection's read and write
-// deadlines from the context, and dials, waits for a pooled connection and
-// backs off between retries within it. See [core.WithTimeout].
+// Traits reports whether the store keeps deadlines by itself. It does when
+// it batches, whatever the client's options: a call waits for its pipeline
+// with its context's timer, and over a client without
+// ContextTimeoutEnabled the pipelines go out from goroutines of the
+// store's own rather than the caller's, so a stalled server holds no caller
+// past its deadline (a call that would make one such goroutine per call,
+// a reset or an override's write, makes it and waits for it until the
+// deadline). Unbatched, it keeps them over a *redis.Client,
+// *redis.ClusterClient or *redis.Ring with ContextTimeoutEnabled, which
+// sets each connection's read and write deadlines from the context, and
+// dials, waits for a pooled connection and backs off between retries
+// within it. See [core.WithTimeout].
 //
 // Over a *redis.ClusterClient it also states each key's shard: the
 // address of the master that serves the key's slot in the client's slot
@@ -143,16 +157,7 @@ func New(client redis.Scripter, opts ...Option) (*Store, error) {
 // consistent hash picks for the key's hash tag, among the servers its
 // heartbeat sees up.
 func (s *Store) Traits() core.Traits {
-	var keeps bool
-	switch c := s.client.(type) {
-	case *redis.Client:
-		keeps = c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		keeps = c.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		keeps = c.Options().ContextTimeoutEnabled
-	}
-	t := core.Traits{KeepsDeadlines: keeps}
+	t := core.Traits{KeepsDeadlines: s.keeps || s.batch != nil}
 	if s.cluster != nil {
 		t.Shard = s.shard
 	}
@@ -160,6 +165,44 @@ func (s *Store) Traits() core.Traits {
 		t.Shard = func(key string) string { return ringShard(r, key) }
 	}
 	return t
+}
+
+// clientKeepsDeadlines reports whether client keeps its calls within their
+// context's deadline: a go-redis client with ContextTimeoutEnabled.
+func clientKeepsDeadlines(client redis.Scripter) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// bounded runs f, a call that does not go through the batcher, within
+// ctx's deadline when the store promises to keep deadlines (it batches)
+// and the client does not keep them: on a goroutine of its own, which the
+// caller abandons when ctx ends and Close waits for. Otherwise f runs on
+// the caller's goroutine. It serves the rare calls (resets and overrides'
+// writes); decisions, peeks and refunds go through the batcher.
+func (s *Store) bounded(ctx context.Context, f func(context.Context) error) error {
+	if s.keeps || s.batch == nil {
+		return f(ctx)
+	}
+	done := make(chan error, 1)
+	s.detached.Add(1)
+	go func() {
+		defer s.detached.Done()
+		done <- f(ctx)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ringShard returns the address of the server of ring that serves key, or
@@ -220,6 +263,7 @@ func (s *Store) Close() error {
 	if s.batch != nil {
 		s.batch.close()
 	}
+	s.detached.Wait()
 	return nil
 }
 
@@ -349,7 +393,7 @@ func (s *Store) eval(ctx context.Context, sc *script, args []any) (int64, string
 		cmd := newScriptCmd(ctx, sc, args)
 		_ = s.proc.Process(ctx, cmd)
 		ireply, sreply, err := scriptReply(cmd)
-		if err == nil || args[0] == "eval" || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err == nil || args[0] == "eval" || !noScript(err) {
 			return ireply, sreply, err
 		}
 		args[0], args[1] = "eval", sc.src

@@ -26,12 +26,17 @@ func TestTraitsKeepsDeadlines(t *testing.T) {
 		want  bool
 	}{
 		{"client with ContextTimeoutEnabled", testkit.MustRedis(honours), true},
-		{"default client", testkit.MustRedis(ignores), false},
+		// batching keeps deadlines whatever the client: calls wait for their
+		// pipeline with a timer, and over a client that ignores deadlines
+		// the pipelines go out from the store's own goroutines
+		{"default client (batching)", testkit.MustRedis(ignores), true},
+		{"default client, unbatched", testkit.MustRedis(ignores, redisstore.WithoutBatching()), false},
 		{"cluster", testkit.MustRedis(cluster), true},
 		{"ring", testkit.MustRedis(ring), true},
 		{"batching", batched, true},
 		{"leasing", testkit.MustLeasing(testkit.MustRedis(honours)), true},
-		{"leasing over a default client", testkit.MustLeasing(testkit.MustRedis(ignores)), false},
+		{"leasing over a default client", testkit.MustLeasing(testkit.MustRedis(ignores)), true},
+		{"leasing over a default client, unbatched", testkit.MustLeasing(testkit.MustRedis(ignores, redisstore.WithoutBatching())), false},
 		{"memory", testkit.MustMemory(), false},
 	} {
 		if got := testkit.Traits(tc.store).KeepsDeadlines; got != tc.want {

@@ -1,10 +1,13 @@
 -- GCRA: the generic cell rate algorithm, a token bucket kept as one timestamp.
 --
--- KEYS (one per GCRA limit): a string "<tat>:<interval>", the theoretical
---   arrival time (TAT) in integer microseconds of Redis's clock and the
---   interval in µs of the limit that wrote it; absent means a full bucket.
---   A bare "<tat>", as written before keys carried their interval, is read
---   under the current interval.
+-- KEYS (one per GCRA limit): a string "<s>\0<interval>": s, the theoretical
+--   arrival time (TAT) less one interval, in integer microseconds of Redis's
+--   clock, a NUL byte, and the interval in µs of the limit that wrote it;
+--   absent means a full bucket. Storing the TAT less one interval lets a
+--   one-unit call on a full bucket write Redis's own clock digits as they
+--   come (gcra_single.lua), with no number formatted. Values written before
+--   this format still read: "<tat>:<interval>", and a bare "<tat>", which
+--   reads under the current interval.
 -- ARGV (per limit, passed on by decide.lua): rate, period in µs, burst.
 -- Reply (per limit, written by decide.lua): allowed (0/1), remaining units,
 --   retry-after µs (-1: never, the cost exceeds the burst), reset-after µs.
@@ -20,21 +23,33 @@
 -- writes the key under the new interval at once, allowed or not (a peek
 -- too), so that it refills at the new rate from then on.
 
--- gcra_tat returns the TAT that key's stored value v (false when absent)
--- means under interval, never before now.
+-- gcra_read returns the TAT that a stored value v means and the interval
+-- it was written under (nil for a bare TAT), or nil when v holds none: an
+-- absent key (false), a key of another type (an error table), other text.
+local function gcra_read(v)
+  if type(v) ~= 'string' then return nil end
+  local s, iv = string.match(v, '^(%d+)%z(%d+)$')
+  if s then return s + iv, iv + 0 end
+  s, iv = string.match(v, '^(%d+):(%d+)$')
+  if s then return s + 0, iv + 0 end
+  return tonumber(v)
+end
+
+-- gcra_write stores tat under interval at key, expiring when the bucket is
+-- full again.
+local function gcra_write(key, now, tat, interval)
+  redis.call('SET', key, string.format('%d', tat - interval) .. '\0' .. string.format('%d', interval), 'PX',
+    string.format('%d', math.ceil((tat - now) / 1000)))
+end
+
+-- gcra_tat returns the TAT that key's stored value v (false when absent) means
+-- under interval, never before now.
 local function gcra_tat(key, v, now, interval)
-  local tat = now
-  if type(v) == 'string' then
-    local t0, iv = string.match(v, '^(%d+):(%d+)$')
-    if t0 then
-      tat, iv = t0 + 0, iv + 0
-      if iv ~= interval and tat > now then
-        tat = now + math.min(math.ceil((tat - now) / iv * interval), 562949953421312)
-        redis.call('SET', key, string.format('%d:%d', tat, interval), 'PX', math.ceil((tat - now) / 1000))
-      end
-    else
-      tat = tonumber(v) or now
-    end
+  local tat, iv = gcra_read(v)
+  if not tat then return now end
+  if iv and iv ~= interval and tat > now then
+    tat = now + math.min(math.ceil((tat - now) / iv * interval), 562949953421312)
+    gcra_write(key, now, tat, interval)
   end
   if tat < now then tat = now end
   return tat
@@ -66,7 +81,7 @@ local function gcra_check(key, now, rate, period, burst, n)
 end
 
 local function gcra_commit(key, now, s)
-  redis.call('SET', key, string.format('%d:%d', s.tat, s.interval), 'PX', math.ceil((s.tat - now) / 1000))
+  gcra_write(key, now, s.tat, s.interval)
 end
 
 -- gcra_refund gives n units back: TAT -= n * interval, deleting the key
@@ -76,13 +91,13 @@ end
 -- back whole until their reset-after has passed (the caller's to tell).
 local function gcra_refund(key, now, rate, period, burst, n)
   local v = redis.pcall('GET', key)
-  if type(v) ~= 'string' then return end
-  if not string.find(v, ':', 1, true) and (tonumber(v) or 0) <= now then return end
+  local tat, iv = gcra_read(v)
+  if not tat or not iv and tat <= now then return end
   local interval = math.ceil(period / rate)
-  local tat = gcra_tat(key, v, now, interval) - n * interval
+  tat = gcra_tat(key, v, now, interval) - n * interval
   if tat <= now then
     redis.call('DEL', key)
   else
-    redis.call('SET', key, string.format('%d:%d', tat, interval), 'PX', math.ceil((tat - now) / 1000))
+    gcra_write(key, now, tat, interval)
   end
 end

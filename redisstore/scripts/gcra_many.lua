@@ -3,11 +3,11 @@
 -- instant: a batching store sends the calls of one pipeline this way, so
 -- that Redis pays a script's fixed cost and TIME once per pipeline rather
 -- than once per call. A key named twice is written once, its state carried
--- from one call to the next. Loaded after the same line
--- as gcra_single.lua, binding interval, tolerance and burst.
+-- from one call to the next. Loaded after the same line as gcra_single.lua,
+-- binding interval, tolerance, burst, sfx, sfxat, vfmt and px1.
 --
--- KEYS[i]: the key of call i (a key may repeat), holding "<tat>:<interval>"
---   as in gcra_single.lua.
+-- KEYS[i]: the key of call i (a key may repeat), holding a value as in
+--   gcra_single.lua.
 -- ARGV[i]: the cost of call i (integer >= 1); ARGV empty when every cost
 --   is 1.
 -- Reply: an array of integers, one per call, each as gcra_single.lua
@@ -30,17 +30,28 @@ for i = 1, #KEYS do
     local v = vals[i]
     tat = now
     if v then
-      local t0, iv = string.match(v, '^(%d+):(%d+)$')
-      if t0 then
-        tat, iv = t0 + 0, iv + 0
-        if iv ~= interval and tat > now then
+      local s = tonumber(v)
+      if s and string.find(v, sfx, sfxat, true) then
+        tat = s + interval
+      else
+        local iv
+        s, iv = string.match(v, '^(%d+)%z(%d+)$')
+        if s then
+          tat, iv = s + iv, iv + 0
+        else
+          s, iv = string.match(v, '^(%d+):(%d+)$') -- written before the NUL format
+          if s then
+            tat, iv = s + 0, iv + 0
+          else
+            tat = tonumber(v) or now -- a bare TAT, written before keys carried the interval
+          end
+        end
+        if iv and iv ~= interval and tat > now then
           tat = now + math.min(math.ceil((tat - now) / iv * interval), 562949953421312)
           -- rewritten under the new interval, so that it refills at the new rate
-          redis.call('SET', k, string.format(tatfmt, tat), 'PX',
+          redis.call('SET', k, string.format(vfmt, tat - interval), 'PX',
             string.format('%d', math.ceil((tat - now) / 1000)))
         end
-      else
-        tat = tonumber(v) or now -- a bare TAT, written before keys carried the interval
       end
     end
   end
@@ -58,10 +69,21 @@ for i = 1, #KEYS do
     out[i] = new_tat - now
   end
 end
+-- a key one unit from full is stored as now, TIME's digits with the µs
+-- padded to six, made once
+local nowv
 for j = 1, #writes do
   local k = writes[j]
   local tat = tats[k]
-  redis.call('SET', k, string.format(tatfmt, tat), 'PX',
-    string.format('%d', math.ceil((tat - now) / 1000)))
+  if tat - now == interval then
+    if not nowv then
+      local us = t[2]
+      nowv = t[1] .. string.rep('0', 6 - #us) .. us .. sfx
+    end
+    redis.call('SET', k, nowv, 'PX', px1)
+  else
+    redis.call('SET', k, string.format(vfmt, tat - interval), 'PX',
+      string.format('%d', math.ceil((tat - now) / 1000)))
+  end
 end
 return out

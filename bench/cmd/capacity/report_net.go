@@ -57,6 +57,10 @@ func (r *report) netExample() string {
 func (r *report) caveats(p *printer) {
 	p.f(sections[6])
 	p.f("")
+	p.f("- Not measured yet: the costs of ratekit-server's gRPC path (`cmd/ratekit-server`, on branch")
+	p.f("  `server`) and of the outbound reservation (package `outbound`, on branch `outbound`), whose code")
+	p.f("  is not in this tree. Their rows belong in the cases of `bench/cmd/capacity/load.go` once it is; the")
+	p.f("  comparison (`bench/cmd/compare/pending.go`) says the same of its contenders.")
 	p.f("- One redis-server on loopback, sharing its CPUs with the load: on a dedicated master the same")
 	p.f("  decisions cost less CPU, and loopback has no latency, so the client-side decisions/s here say")
 	p.f("  little about a networked deployment. Regenerate this file on the machine you plan for.")

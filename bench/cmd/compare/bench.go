@@ -65,6 +65,9 @@ type benchResults struct {
 	cases      []benchCase
 	planned    [][]int64 // [case][contender]: decisions planned over all rounds
 	cells      [][]*cell // [case][contender]
+	// ceilings holds redis-benchmark's run of each round (see ceiling.go);
+	// empty when it is not installed.
+	ceilings []ceilingRun
 }
 
 // maxDecisions bounds the decisions of one run.
@@ -138,6 +141,18 @@ func measure(ctx context.Context, client *redis.Client, cs []contender, o option
 	lat := make([]time.Duration, 1024)
 
 	for r := range o.rounds {
+		// the server's ceiling, measured in the round it is compared in
+		n := 2000
+		if !o.quick {
+			n = max(int(400_000*o.duration.Seconds()), 20_000)
+		}
+		switch c, ok, err := measureCeiling(ctx, client, n); {
+		case err != nil:
+			return nil, err
+		case ok:
+			res.ceilings = append(res.ceilings, c)
+			progress("round %d/%d: redis-benchmark ceiling %.0f/s pipelined, %.0f/s one per round trip", r+1, o.rounds, c.pipelined, c.single)
+		}
 		for k, bc := range res.cases {
 			var line strings.Builder
 			for j := range cs {

@@ -177,7 +177,8 @@ func contenders() []contender {
 				}
 				return leasestore.New(shared)
 			}),
-		limiterContender(),
+		limiterContender(false),
+		limiterContender(true),
 		middlewareContender(),
 		{
 			name: redisRateName, module: "github.com/go-redis/redis_rate/v10",
@@ -300,7 +301,7 @@ func contenders() []contender {
 			},
 		},
 		{
-			name: "mennanov sliding window", module: "github.com/mennanov/limiters",
+			name: mennanovWindowName, module: "github.com/mennanov/limiters",
 			setup:     "a `Registry` of `NewSlidingWindow(n, time.Minute, NewSlidingWindowRedis(client, key), clock, 1e-9)` per key; `Limit(ctx)`",
 			algorithm: "sliding window counter", kind: kindOther, windowed: true,
 			open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
@@ -356,16 +357,21 @@ func contenders() []contender {
 
 // Names of the contenders that the report and the network pass pick out.
 const (
-	bareName       = "bare INCR+PEXPIRE"
-	clockName      = "bare TIME+GET+SET"
-	pingName       = "PING"
-	gcraName       = "ratekit gcra"
-	fixedName      = "ratekit fixed"
-	leasingName    = "ratekit gcra leasing"
-	limiterName    = "ratekit Limiter.Check"
-	middlewareName = "ratekit net/http+leasing"
-	redisRateName  = "redis_rate"
-	ululeName      = "ulule/limiter"
+	bareName    = "bare INCR+PEXPIRE"
+	clockName   = "bare TIME+GET+SET"
+	pingName    = "PING"
+	gcraName    = "ratekit gcra"
+	fixedName   = "ratekit fixed"
+	leasingName = "ratekit gcra leasing"
+	limiterName = "ratekit Limiter.Check"
+	// limiterDefaultName is the Limiter path over a client of go-redis's
+	// defaults (no ContextTimeoutEnabled, retries on)
+	limiterDefaultName = "ratekit Limiter.Check, default client"
+	middlewareName     = "ratekit net/http+leasing"
+	slidingCounterName = "ratekit sliding-counter"
+	mennanovWindowName = "mennanov sliding window"
+	redisRateName      = "redis_rate"
+	ululeName          = "ulule/limiter"
 )
 
 func mennanovResult(_ time.Duration, err error) (bool, error) {

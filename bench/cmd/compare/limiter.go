@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -91,19 +92,31 @@ func identityKey(r core.Request) (string, error) {
 }
 
 // limiterContender is GCRA as every middleware decides it: Limiter.Check
-// with one rule over the RedisStore as it ships.
-func limiterContender() contender {
+// with one rule over the RedisStore as it ships, through the shared client
+// (the quick start's), or, with defaultClient, through a client of its own
+// with go-redis's default options but the pool's size: no
+// ContextTimeoutEnabled, so that the store keeps the deadline itself, and
+// go-redis's retries.
+func limiterContender(defaultClient bool) contender {
+	name, client := limiterName, "the shared client"
+	if defaultClient {
+		name, client = limiterDefaultName, "a client of go-redis's defaults (`redis.NewClient(&redis.Options{Addr: addr, PoolSize: 256})`: no `ContextTimeoutEnabled`, 3 retries)"
+	}
 	return contender{
-		name: limiterName, module: "github.com/ratekit/ratekit",
+		name: name, module: "github.com/ratekit/ratekit",
 		algorithm: "gcra, through a Limiter", kind: kindRatekit, refills: true,
-		setup: "`core.NewLimiter(redisstore.New(client), core.WithPrefix(prefix), core.WithFailurePolicy(core.FailClosed))` (the default deadline, 50 ms; 1 s in the network pass); " +
-			"`limiter.Check(ctx, req, []core.Rule{{Name: \"api\", Limit: core.PerMinute(n), Key: identity}})`, the request a reused `core.Request` holding the identity",
-		open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
+		setup: "`core.NewLimiter(redisstore.New(client), core.WithPrefix(prefix), core.WithFailurePolicy(core.FailClosed), core.WithTimeout(d))` over " + client + " (d " + deadlineText() + "); " +
+			"`limiter.CheckInto(ctx, req, []core.Rule{{Name: \"api\", Limit: core.PerMinute(n), Key: identity}}, results[:0])`, as the middlewares call it: the request a reused `core.Request` holding the identity, `results` a block of two `core.RuleResult` the goroutine reuses, as a middleware owns one per request",
+		open: func(ctx context.Context, shared *redis.Client, limit int) (func() decideFunc, error) {
+			client := shared
+			if defaultClient {
+				client = defaultClientOf(shared)
+			}
 			store, err := redisstore.New(client)
 			if err != nil {
 				return nil, err
 			}
-			lim, err := newLimiter(limiterName, store)
+			lim, err := newLimiter(name, store)
 			if err != nil {
 				return nil, err
 			}
@@ -113,9 +126,11 @@ func limiterContender() contender {
 			}
 			return func() decideFunc {
 				req := &identityRequest{ctx: ctx}
+				// the results' block a middleware owns per request
+				var results [2]core.RuleResult
 				return func(key string) (bool, error) {
 					req.identity = identityOf(key)
-					d, err := lim.Check(ctx, req, rules)
+					d, err := lim.CheckInto(ctx, req, rules, results[:0])
 					if err != nil {
 						return false, err
 					}
@@ -124,6 +139,34 @@ func limiterContender() contender {
 			}, nil
 		},
 	}
+}
+
+// deadlineText says what the Limiter rows' deadline is in each pass.
+func deadlineText() string {
+	if limiterTimeout == core.DefaultTimeout {
+		return fmt.Sprintf("the default, %v, in the direct pass; %v in the network pass", limiterTimeout, networkLimiterTimeout)
+	}
+	return fmt.Sprintf("%v in the direct pass, set by -limiter-timeout, where the default is %v; %v in the network pass", limiterTimeout, core.DefaultTimeout, networkLimiterTimeout)
+}
+
+// defaultClients holds the default-options clients made for the Limiter
+// contender, one per server address (the direct one, the proxy's), kept
+// for the program's life.
+var defaultClients sync.Map // addr → *redis.Client
+
+// defaultClientOf returns a client of go-redis's default options for the
+// address of shared, with shared's pool size.
+func defaultClientOf(shared *redis.Client) *redis.Client {
+	o := shared.Options()
+	if c, ok := defaultClients.Load(o.Addr); ok {
+		return c.(*redis.Client)
+	}
+	c := redis.NewClient(&redis.Options{Addr: o.Addr, PoolSize: o.PoolSize})
+	if v, loaded := defaultClients.LoadOrStore(o.Addr, c); loaded {
+		_ = c.Close()
+		return v.(*redis.Client)
+	}
+	return c
 }
 
 // middlewareContender is a decision as an application serves it: the

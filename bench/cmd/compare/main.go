@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,6 +63,9 @@ type options struct {
 	// adds it each way, of at most latencyRounds rounds.
 	latency       time.Duration
 	latencyRounds int
+	// only, when not empty, names the contenders to measure (the bare
+	// script always among them), for a quick A/B of a few rows.
+	only []string
 }
 
 func main() {
@@ -76,6 +80,15 @@ func main() {
 	flag.StringVar(&o.keep, "keep", "", "carry over the end-to-end section (written by bench/e2e.sh) of this file into the report (default: the -out file)")
 	flag.DurationVar(&o.latency, "latency", 0, "also measure through an in-process proxy that adds this latency each way between the client and redis-server (such as 250us); 0: no network pass")
 	flag.IntVar(&o.latencyRounds, "latency-rounds", defaultNetworkRounds, "rounds of the network pass at most (never more than -rounds)")
+	flag.DurationVar(&limiterTimeout, "limiter-timeout", limiterTimeout, "the deadline of the Limiter rows' store calls in the direct pass (the network pass uses 1s)")
+	flag.Func("only", "measure only these contenders, separated by semicolons (the bare script always runs): for a quick A/B, not for the report", func(v string) error {
+		for name := range strings.SplitSeq(v, ";") {
+			if name = strings.TrimSpace(name); name != "" {
+				o.only = append(o.only, name)
+			}
+		}
+		return nil
+	})
 	var child childFlags
 	child.register()
 	flag.Parse()
@@ -240,7 +253,10 @@ func compare(o options) (err error) {
 	}
 	rep.redisVersion = redisproc.Version(ctx, client)
 
-	cs := contenders()
+	cs, err := pick(contenders(), o.only)
+	if err != nil {
+		return err
+	}
 	if err := selfCheck(ctx, client, cs); err != nil {
 		return err
 	}
@@ -279,6 +295,26 @@ func compare(o options) (err error) {
 	}
 	progress("done in %v", time.Since(started).Round(time.Second))
 	return rep.failure()
+}
+
+// pick returns the contenders of cs named in only, and the bare script, in
+// cs's order; all of cs when only is empty.
+func pick(cs []contender, only []string) ([]contender, error) {
+	if len(only) == 0 {
+		return cs, nil
+	}
+	for _, name := range only {
+		if !slices.ContainsFunc(cs, func(c contender) bool { return c.name == name }) {
+			return nil, fmt.Errorf("-only: no contender named %q", name)
+		}
+	}
+	var out []contender
+	for _, c := range cs {
+		if c.name == bareName || slices.Contains(only, c.name) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // writeReport writes rep to the file out, or to standard output when out

@@ -14,7 +14,7 @@ import (
 // middleware paths, the peers the bars compare with, and the baselines.
 var networkNames = []string{
 	gcraName, fixedName, "ratekit sliding-log", "ratekit sliding-counter", "ratekit gcra unbatched",
-	limiterName, middlewareName, redisRateName, ululeName, bareName, clockName, pingName,
+	limiterName, limiterDefaultName, middlewareName, redisRateName, ululeName, mennanovWindowName, bareName, clockName, pingName,
 }
 
 // defaultNetworkRounds is the network pass's rounds at most, unless
@@ -30,12 +30,16 @@ type networkResults struct {
 }
 
 // networkContenders returns the contenders of cs that the network pass
-// measures, in the order of networkNames.
-func networkContenders(cs []contender) ([]contender, error) {
+// measures, in the order of networkNames; with filtered (-only), those of
+// them that cs has.
+func networkContenders(cs []contender, filtered bool) ([]contender, error) {
 	var out []contender
 	for _, name := range networkNames {
 		i := slices.IndexFunc(cs, func(c contender) bool { return c.name == name })
-		if i < 0 {
+		switch {
+		case i < 0 && filtered:
+			continue
+		case i < 0:
 			return nil, fmt.Errorf("network pass: no contender named %q", name)
 		}
 		out = append(out, cs[i])
@@ -47,7 +51,7 @@ func networkContenders(cs []contender) ([]contender, error) {
 // proxy to the server at addr that adds o.latency each way, in at most
 // o.latencyRounds rounds; m meters the server as in the direct pass.
 func networkPass(ctx context.Context, addr string, cs []contender, o options, m *meter) (*networkResults, error) {
-	ncs, err := networkContenders(cs)
+	ncs, err := networkContenders(cs, len(o.only) > 0)
 	if err != nil {
 		return nil, err
 	}

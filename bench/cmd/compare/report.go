@@ -67,9 +67,16 @@ func (rep *report) write(out io.Writer) error {
 	p("## Headline: ratekit GCRA as it ships against the bare script")
 	p("")
 	headline(p, rep.bench, rep.opts.rounds)
-	p("### Each algorithm as it ships against the best peer of its kind")
+	p("### Each algorithm as it ships against the best peer of its kind, and the goals")
 	p("")
 	writeBars(p, rep.bench)
+	p("%s", ceilingText(rep.bench))
+	p("")
+	if ms := misses(rep.bench); len(ms) > 0 {
+		p("Cells that miss: %s.", strings.Join(ms, "; "))
+		p("")
+	}
+	pendingSection(p)
 	rep.networkSection(p)
 	rep.endToEnd(w)
 
@@ -203,7 +210,7 @@ func (rep *report) write(out io.Writer) error {
 	p("## Notes")
 	p("")
 	for _, n := range notes {
-		p("- %s", n)
+		p("- %s", strings.ReplaceAll(n, "{deadline}", deadlineText()))
 	}
 	return w.Flush()
 }
@@ -252,10 +259,13 @@ var notes = []string{
 	"ratekit Limiter.Check is a decision as every middleware makes it: `Limiter.Check` with one rule " +
 		"(GCRA) over the store as it ships, with the Limiter's deadline, breaker and denied-key " +
 		"cache, failing closed so that a Redis failure is counted as an error, not answered locally. " +
-		"Its deadline is the default, 50 ms, except in the network pass, where it is 1 s: there the " +
+		"Its deadline is {deadline}: in the network pass the " +
 		"in-process proxy, sharing a few CPUs with the clients and redis-server, queues calls past " +
 		"50 ms at hundreds of goroutines, and each deadline hit closes its connection " +
 		"(`ContextTimeoutEnabled`), which costs more stalls; the middleware row's Limiter is the same. " +
+		"On a machine whose other load stalls these processes past 50 ms, each stall opens the breaker, " +
+		"and failing closed then fails every call until the next probe, counted as errors rather than " +
+		"decisions: such a run sets a longer deadline with `-limiter-timeout`, which this note then names. " +
 		"Its keys are those the Limiter builds, prefix + rule + \":{\" + identity + \"}\", as for every ratekit row.",
 	"ratekit net/http+leasing serves each decision through the net/http middleware (`nethttp.New`, " +
 		"identity from the client's address by `keyfuncs.IP`, every rate-limit header written) in front " +

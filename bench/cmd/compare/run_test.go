@@ -159,7 +159,7 @@ func TestIdentityOf(t *testing.T) {
 }
 
 func TestNetworkContenders(t *testing.T) {
-	cs, err := networkContenders(contenders())
+	cs, err := networkContenders(contenders(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestNetworkContenders(t *testing.T) {
 	if len(cs) != len(networkNames) {
 		t.Errorf("%d network contenders, want %d", len(cs), len(networkNames))
 	}
-	if _, err := networkContenders(contenders()[:3]); err == nil {
+	if _, err := networkContenders(contenders()[:3], false); err == nil {
 		t.Error("no error for a missing contender")
 	}
 }

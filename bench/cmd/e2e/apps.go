@@ -257,6 +257,9 @@ func exampleArgs(redisAddr string, o options, batch bool) []string {
 		"-fail", "closed",
 		"-metrics",
 	}
+	if o.appTimeout > 0 {
+		args = append(args, "-timeout", o.appTimeout.String())
+	}
 	if batch {
 		return append(args, "-batch")
 	}

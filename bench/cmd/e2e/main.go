@@ -51,6 +51,7 @@ type options struct {
 	wrk         wrkSettings
 	frameworks  []string
 	algorithm   string
+	appTimeout  time.Duration
 	out         string
 	note        string
 	cmdline     string
@@ -70,6 +71,7 @@ func main() {
 	flag.DurationVar(&o.wrk.timeout, "wrk-timeout", 5*time.Second, "wrk --timeout: an answer slower than this is an error")
 	flag.StringVar(&fws, "frameworks", strings.Join(frameworks, ","), "comma-separated frameworks to measure")
 	flag.StringVar(&o.algorithm, "algorithm", "gcra", "the example apps' -algorithm")
+	flag.DurationVar(&o.appTimeout, "app-timeout", 0, "the example apps' -timeout, their store deadline (0: their default, 50ms); longer on a machine whose other load stalls the processes past it, where each stall opens the breaker and fails closed")
 	flag.StringVar(&o.out, "out", "", "replace the end-to-end section of this markdown file (default: print the section)")
 	flag.StringVar(&o.note, "note", "", "a note on the machine, printed in the report")
 	flag.StringVar(&o.cmdline, "cmdline", "", "command line to print in the report (default: this one)")

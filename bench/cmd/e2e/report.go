@@ -175,7 +175,11 @@ func (rep *report) markdown() string {
 	p("- One redis-server started by the program on a free loopback port (no persistence), stopped by its")
 	p("  pid at the end. Every app is built from this tree and started on a free loopback port, and")
 	p("  stopped by its pid (SIGTERM) after its framework's runs.")
-	p("- Example apps: `-redis redis://127.0.0.1:PORT -limit %d -period 1m -algorithm %s -fail closed`", exampleLimit, o.algorithm)
+	timeout := ""
+	if o.appTimeout > 0 {
+		timeout = " -timeout " + o.appTimeout.String()
+	}
+	p("- Example apps: `-redis redis://127.0.0.1:PORT -limit %d -period 1m -algorithm %s -fail closed%s`", exampleLimit, o.algorithm, timeout)
 	p("  (key `ip`, the default headers). The limit is far above what a run reaches, so every request is")
 	p("  allowed and the allowing path is what is measured; `-fail closed` turns any Redis failure into a")
 	p("  503 that wrk counts, instead of a local decision.")
