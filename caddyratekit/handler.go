@@ -188,14 +188,20 @@ func (h *Handler) validate() error {
 	if len(h.Rules) == 0 {
 		return configErr("at least one rule is required")
 	}
+	names := make([]core.Rule, 0, len(h.Rules))
 	for i := range h.Rules {
 		r := &h.Rules[i]
-		if _, err := r.validate(); err != nil {
+		lim, err := r.validate()
+		if err != nil {
 			return err
 		}
 		if slices.ContainsFunc(h.Rules[:i], func(o Rule) bool { return o.Name == r.Name }) {
 			return configErr("two rules are named %q", r.Name)
 		}
+		names = append(names, core.Rule{Name: r.Name, Limit: lim, Key: keyfuncs.Static("")})
+	}
+	if _, err := core.NewRuleSet(names); err != nil { // the names' syntax
+		return err
 	}
 	if _, ok := headerStyles[h.headerStyle()]; !ok {
 		return configErr("unknown headers style %q (want both, legacy, ietf or none)", h.Headers)
