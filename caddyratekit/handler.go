@@ -375,16 +375,19 @@ func (h *Handler) giveBack(ctx context.Context, out *adapter.Outcome) {
 	_ = h.shared.limiter.Refund(context.WithoutCancel(ctx), out.Decision)
 }
 
-// checkProxies warns, once per handler, when the server trusts proxies
-// without trusted_proxies_strict: Caddy then takes the leftmost address
-// of the client IP headers for the client's, an address the client
-// itself can write, so that it picks its own bucket.
+// checkProxies warns, once per handler, when a request came through a
+// trusted proxy of a server without trusted_proxies_strict: Caddy then
+// takes the leftmost address of the client IP headers for the client's,
+// an address the client itself can write, so that it picks its own bucket.
 func (h *Handler) checkProxies(r *http.Request) {
 	if h.warnedLeft.Load() {
 		return
 	}
+	if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); !trusted {
+		return
+	}
 	srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
-	if !ok || srv == nil || len(srv.TrustedProxiesRaw) == 0 || srv.TrustedProxiesStrict > 0 {
+	if !ok || srv == nil || srv.TrustedProxiesStrict > 0 {
 		return
 	}
 	if h.warnedLeft.CompareAndSwap(false, true) {

@@ -9,7 +9,9 @@ replace (
 
 require (
 	github.com/caddyserver/caddy/v2 v2.11.9
+	github.com/ratekit/ratekit v0.0.0
 	github.com/ratekit/ratekit/caddyratekit v0.0.0
+	github.com/redis/go-redis/v9 v9.23.0
 )
 
 require (
@@ -101,8 +103,6 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.63.0 // indirect
-	github.com/ratekit/ratekit v0.0.0 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/rs/xid v1.6.0 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/shopspring/decimal v1.4.0 // indirect
