@@ -350,8 +350,8 @@ func TestReloadUnderTraffic(t *testing.T) {
 
 	var (
 		allowed, denied, failed, cut atomic.Int64
-		wg                      sync.WaitGroup
-		stopTraffic             = make(chan struct{})
+		wg                           sync.WaitGroup
+		stopTraffic                  = make(chan struct{})
 	)
 	for w := range 8 {
 		wg.Go(func() {
