@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -396,27 +395,70 @@ func (h *Handler) checkProxies(r *http.Request) {
 	}
 }
 
-// setPlaceholders publishes out's decision in the request's replacer.
+// setPlaceholders publishes out's decision in the request's replacer. The
+// values are computed only when a placeholder is read, which most
+// requests never do: the first ratekit handler of a request adds one
+// provider to the replacer, and each sets the decision it reads, so the
+// last handler's decision is the one the placeholders tell.
 func setPlaceholders(r *http.Request, out *adapter.Outcome) {
-	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	vars, ok := caddyhttp.GetVar(r.Context(), placeholdersKey).(*decisionVars)
 	if !ok {
-		return
+		repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+		if !ok {
+			return
+		}
+		vars = new(decisionVars)
+		repl.Map(vars.get)
+		caddyhttp.SetVar(r.Context(), placeholdersKey, vars)
 	}
 	d := &out.Decision
-	repl.Set(PlaceholderAllowed, out.Proceed())
-	repl.Set(PlaceholderDegraded, d.Degraded())
-	repl.Set(PlaceholderRetryAfter, cmp.Or(out.Headers.Get(adapter.HeaderRetryAfter), "0"))
-	if d.Limiting < 0 || d.Limiting >= len(d.Results) {
-		for _, k := range []string{PlaceholderLimit, PlaceholderRemaining, PlaceholderReset, PlaceholderRule} {
-			repl.Set(k, "")
-		}
-		return
+	*vars = decisionVars{allowed: out.Proceed(), degraded: d.Degraded(), retryAfter: out.Headers.Get(adapter.HeaderRetryAfter)}
+	if d.Limiting >= 0 && d.Limiting < len(d.Results) {
+		lim := &d.Results[d.Limiting]
+		vars.limited = true
+		vars.limit, vars.remaining, vars.reset, vars.rule = lim.Limit.Capacity(), lim.Remaining, ceilSeconds(lim.ResetAfter), lim.Rule
 	}
-	lim := &d.Results[d.Limiting]
-	repl.Set(PlaceholderLimit, lim.Limit.Capacity())
-	repl.Set(PlaceholderRemaining, lim.Remaining)
-	repl.Set(PlaceholderReset, strconv.FormatInt(ceilSeconds(lim.ResetAfter), 10))
-	repl.Set(PlaceholderRule, lim.Rule)
+}
+
+// placeholdersKey is the request variable that holds a request's
+// *decisionVars.
+const placeholdersKey = "ratekit.placeholders"
+
+// decisionVars is what the placeholders of one request's decision say.
+type decisionVars struct {
+	allowed, degraded bool
+	retryAfter        string // Retry-After's value; "" when there is none
+	limited           bool   // a rule applied: the fields below are set
+	limit, remaining  int
+	reset             int64
+	rule              string
+}
+
+// get is the replacer's provider of the {http.ratekit.*} placeholders.
+func (v *decisionVars) get(key string) (any, bool) {
+	switch key {
+	case PlaceholderAllowed:
+		return v.allowed, true
+	case PlaceholderDegraded:
+		return v.degraded, true
+	case PlaceholderRetryAfter:
+		return cmp.Or(v.retryAfter, "0"), true
+	case PlaceholderLimit, PlaceholderRemaining, PlaceholderReset, PlaceholderRule:
+		if !v.limited {
+			return "", true
+		}
+	default:
+		return nil, false
+	}
+	switch key {
+	case PlaceholderLimit:
+		return v.limit, true
+	case PlaceholderRemaining:
+		return v.remaining, true
+	case PlaceholderReset:
+		return v.reset, true
+	}
+	return v.rule, true
 }
 
 func ceilSeconds(d time.Duration) int64 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/ratekit/ratekit/caddyratekit"
@@ -329,5 +330,46 @@ func TestReloadDuringOutageKeepsLocalCounts(t *testing.T) {
 	}
 	if got, want := statuses(as), "200 200 429 429 429"; got != want {
 		t.Errorf("statuses %s, want %s: the reload started a fresh local window", got, want)
+	}
+}
+
+// The placeholders tell the decision of the last ratekit handler that saw
+// the request, and are empty where no rule applied.
+func TestPlaceholdersOfChainedHandlers(t *testing.T) {
+	_, url := redisURL(t)
+	first := fromJSON(t, handlerJSON(url, `{"name":"first","limit":5,"period":60000000000}`, ""))
+	second := fromJSON(t, handlerJSON(url, `{"name":"second","limit":10,"period":60000000000,"keys":[{"source":"header","header":"X-Tenant"}]}`, ""))
+	provision(t, first)
+	provision(t, second)
+	chain := func(r *http.Request) answer {
+		repl := caddy.NewReplacer()
+		w := httptest.NewRecorder()
+		r = caddyhttp.PrepareRequest(r, repl, w, nil)
+		err := first.ServeHTTP(w, r, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			return second.ServeHTTP(w, r, caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil }))
+		}))
+		return answer{err: err, repl: repl, header: w.Header()}
+	}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("X-Tenant", "acme")
+	a := chain(r)
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if got := a.placeholder(caddyratekit.PlaceholderRule) + " " + a.placeholder(caddyratekit.PlaceholderLimit); got != "second 10" {
+		t.Errorf("rule and limit %q, want the second handler's: second 10", got)
+	}
+	// both handlers' fields on the answer
+	if got, want := a.header.Get("Ratelimit-Policy"), `"first";q=5;w=60, "second";q=10;w=60`; got != want {
+		t.Errorf("RateLimit-Policy %q, want %q", got, want)
+	}
+	a = chain(httptest.NewRequest(http.MethodGet, "/", nil)) // no X-Tenant: the second decides nothing
+	for name, want := range map[string]string{
+		caddyratekit.PlaceholderRule: "", caddyratekit.PlaceholderLimit: "", caddyratekit.PlaceholderRemaining: "",
+		caddyratekit.PlaceholderReset: "", caddyratekit.PlaceholderAllowed: "true", caddyratekit.PlaceholderRetryAfter: "0",
+	} {
+		if got := a.placeholder(name); got != want {
+			t.Errorf("no rule applied: {%s} %q, want %q", name, got, want)
+		}
 	}
 }

@@ -21,7 +21,7 @@ import (
 
 // fromJSON decodes a handler's JSON as Caddy does (unknown fields are
 // errors).
-func fromJSON(t *testing.T, js string) *caddyratekit.Handler {
+func fromJSON(t testing.TB, js string) *caddyratekit.Handler {
 	t.Helper()
 	h := new(caddyratekit.Handler)
 	if err := caddy.StrictUnmarshalJSON([]byte(js), h); err != nil {
@@ -42,7 +42,7 @@ func fromCaddyfile(t *testing.T, src string) *caddyratekit.Handler {
 
 // provision provisions and validates h as Caddy does, and cleans it up
 // when the test ends.
-func provision(t *testing.T, h *caddyratekit.Handler) {
+func provision(t testing.TB, h *caddyratekit.Handler) {
 	t.Helper()
 	if err := tryProvision(t, h); err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func provision(t *testing.T, h *caddyratekit.Handler) {
 
 // tryProvision is provision returning the error of Provision or Validate;
 // on an error it cleans up as Caddy does.
-func tryProvision(t *testing.T, h *caddyratekit.Handler) error {
+func tryProvision(t testing.TB, h *caddyratekit.Handler) error {
 	t.Helper()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	err := h.Provision(ctx)
@@ -70,7 +70,7 @@ func tryProvision(t *testing.T, h *caddyratekit.Handler) error {
 	return nil
 }
 
-func cleanup(t *testing.T, h *caddyratekit.Handler) {
+func cleanup(t testing.TB, h *caddyratekit.Handler) {
 	t.Helper()
 	if err := h.Cleanup(); err != nil {
 		t.Errorf("Cleanup: %v", err)
