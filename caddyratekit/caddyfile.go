@@ -39,6 +39,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	        backoff     <duration>
 //	        max_backoff <duration>
 //	    }
+//	    lease [<size>] {
+//	        size <n>
+//	        hold <duration>
+//	    }
 //	    denied_cache   <size>
 //	    batching       on|off
 //	    headers        both|legacy|ietf|none
@@ -114,6 +118,8 @@ func (h *Handler) unmarshalOption(d *caddyfile.Dispenser) error {
 		h.Replicas, err = intArg(d)
 	case "breaker":
 		h.Breaker, err = unmarshalBreaker(d)
+	case "lease":
+		h.Lease, err = unmarshalLease(d)
 	case "denied_cache":
 		var n int
 		n, err = intArg(d)
@@ -176,6 +182,36 @@ func unmarshalBreaker(d *caddyfile.Dispenser) (*Breaker, error) {
 		}
 	}
 	return b, nil
+}
+
+func unmarshalLease(d *caddyfile.Dispenser) (*Lease, error) {
+	l := new(Lease)
+	switch args := d.RemainingArgs(); len(args) {
+	case 0:
+	case 1:
+		n, err := strconv.Atoi(args[0])
+		if err != nil {
+			return nil, d.Errf("lease: size %q is not a whole number", args[0])
+		}
+		l.Size = n
+	default:
+		return nil, d.Errf("lease takes at most one argument, the lease size")
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "size":
+			l.Size, err = intArg(d)
+		case "hold":
+			l.Hold, err = durationArg(d)
+		default:
+			return nil, d.Errf("unknown lease option %q", d.Val())
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
 }
 
 func unmarshalRule(d *caddyfile.Dispenser) (Rule, error) {

@@ -41,6 +41,9 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				backoff 50ms
 				max_backoff 2s
 			}
+			lease 32 {
+				hold 50ms
+			}
 			denied_cache 0
 			batching off
 			headers ietf
@@ -77,7 +80,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			}
 		}`, `{"redis":{"cluster_url":"redis://10.0.0.1:6379?addr=10.0.0.2:6379"},"prefix":"rk:","timeout":25000000,
 			"fail":"closed","fail_closed_status":429,"replicas":3,"breaker":{"failures":3,"backoff":50000000,"max_backoff":2000000000},
-			"denied_cache":0,"batching":false,"headers":"ietf","ietf_draft":10,"no_identity":"401",
+			"lease":{"size":32,"hold":50000000},"denied_cache":0,"batching":false,"headers":"ietf","ietf_draft":10,"no_identity":"401",
 			"rules":[{"name":"api","limit":10,"period":1000000000,"burst":20,"algorithm":"sliding-log","cost":2,"shadow":true,
 				"keys":[
 					{"source":"jwt","secret":"{env.JWT_SECRET}","algorithms":["HS256","HS512"],"issuer":"https://issuer.example","audience":["api","web"],"claim":"uid","leeway":5000000000,"expiration_optional":true},
@@ -122,6 +125,9 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"ratekit {\n\tbreaker 1 2 3 4\n}", "breaker takes at most three arguments"},
 		{"ratekit {\n\tbreaker x\n}", `breaker: bad argument "x"`},
 		{"ratekit {\n\tbreaker {\n\t\tretries 3\n\t}\n}", `unknown breaker option "retries", at Testfile:3`},
+		{"ratekit {\n\tlease 1 2\n}", "lease takes at most one argument"},
+		{"ratekit {\n\tlease many\n}", `lease: size "many" is not a whole number`},
+		{"ratekit {\n\tlease {\n\t\tttl 1s\n\t}\n}", `unknown lease option "ttl", at Testfile:3`},
 		{"ratekit {\n\trule\n}", "rule takes a name, optionally followed by a limit and a period"},
 		{"ratekit {\n\trule a 10\n}", "rule takes a name, optionally followed by a limit and a period (rule default 100 1m), got 2 arguments"},
 		{"ratekit {\n\trule a ten 1m\n}", `rule a: limit "ten" is not a number of requests`},

@@ -160,6 +160,21 @@ type Breaker struct {
 	MaxBackoff caddy.Duration `json:"max_backoff,omitempty"`
 }
 
+// Lease turns on hot-key leasing (package leasestore): a key hot enough
+// takes a batch of units from Redis at once and this instance spends them
+// locally for a short hold, so that it costs Redis one call per lease
+// instead of one per request. The price is a bounded overshoot: per window
+// the fleet admits at most limit + (size − 1) × instances. Off by default;
+// leave it off where each unit must be exact.
+type Lease struct {
+	// Size is the most units one lease takes; by default 1/64 of the
+	// limit's capacity (at most 65,536), so that each instance overshoots
+	// by under 1/64 of a limit, and a limit under 128 is never leased.
+	Size int `json:"size,omitempty"`
+	// Hold is how long leased units may be spent; 100ms by default.
+	Hold caddy.Duration `json:"hold,omitempty"`
+}
+
 // Redis says which Redis holds the limits, as a URL that go-redis parses
 // (its ParseURL, ParseClusterURL and ParseFailoverURL), so that
 // credentials, TLS (rediss://), the database and pool settings

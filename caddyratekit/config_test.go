@@ -41,6 +41,7 @@ func TestValidate(t *testing.T) {
 		{handlerJSON(url, rule, `"timeout":-1`), "timeout must be positive"},
 		{handlerJSON(url, rule, `"replicas":-2`), "replicas must be positive"},
 		{handlerJSON(url, rule, `"denied_cache":-1`), "denied_cache must not be negative"},
+		{handlerJSON(url, rule, `"lease":{"size":-1}`), "lease: size and hold must not be negative"},
 		{handlerJSON(url, rule, `"breaker":{"failures":-1}`), "breaker: failures, backoff and max_backoff must not be negative"},
 	} {
 		h := fromJSON(t, c.js)

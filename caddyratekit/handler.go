@@ -83,6 +83,10 @@ type Handler struct {
 	// default, 0 turns it off.
 	DeniedCache *int `json:"denied_cache,omitempty"`
 
+	// Lease turns on hot-key leasing, which trades exactness (a bounded
+	// overshoot) for Redis calls; off by default.
+	Lease *Lease `json:"lease,omitempty"`
+
 	// Batching pipelines concurrent Redis calls over one server (the
 	// default, true); false sends each call alone.
 	Batching *bool `json:"batching,omitempty"`
@@ -141,7 +145,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	lc := limiterConfig{
-		Prefix: h.Prefix, Timeout: time.Duration(h.Timeout), Fail: h.Fail, Replicas: h.Replicas, DeniedCache: h.DeniedCache,
+		Prefix: h.Prefix, Timeout: time.Duration(h.Timeout), Fail: h.Fail, Replicas: h.Replicas, DeniedCache: h.DeniedCache, Lease: h.Lease,
 	}
 	if h.Breaker != nil {
 		lc.Breaker = *h.Breaker
@@ -225,6 +229,9 @@ func (h *Handler) validate() error {
 		return configErr("replicas must be positive")
 	case h.DeniedCache != nil && *h.DeniedCache < 0:
 		return configErr("denied_cache must not be negative")
+	}
+	if l := h.Lease; l != nil && (l.Size < 0 || l.Hold < 0) {
+		return configErr("lease: size and hold must not be negative")
 	}
 	if b := h.Breaker; b != nil && (b.Failures < 0 || b.Backoff < 0 || b.MaxBackoff < 0) {
 		return configErr("breaker: failures, backoff and max_backoff must not be negative")
@@ -341,14 +348,15 @@ const (
 // wrapping core.ErrNoIdentity under no_identity 401; 500 when a rule's
 // matcher fails or the configuration is wrong.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if h.usesIP {
-		h.checkProxies(r)
+	vars, _ := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any) // Caddy's request variables
+	if h.usesIP && !h.warnedLeft.Load() {
+		h.checkProxies(r, vars)
 	}
 	out := h.mw.Handle(request{r})
 	out.Headers.SetHTTP(w.Header())
-	setPlaceholders(r, &out)
+	setPlaceholders(r, vars, &out)
 	if h.matchers {
-		if err, ok := caddyhttp.GetVar(r.Context(), matcherErrKey).(error); ok {
+		if err, ok := vars[matcherErrKey].(error); ok {
 			h.giveBack(r.Context(), &out)
 			return caddyhttp.Error(http.StatusInternalServerError, err)
 		}
@@ -378,11 +386,8 @@ func (h *Handler) giveBack(ctx context.Context, out *adapter.Outcome) {
 // trusted proxy of a server without trusted_proxies_strict: Caddy then
 // takes the leftmost address of the client IP headers for the client's,
 // an address the client itself can write, so that it picks its own bucket.
-func (h *Handler) checkProxies(r *http.Request) {
-	if h.warnedLeft.Load() {
-		return
-	}
-	if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); !trusted {
+func (h *Handler) checkProxies(r *http.Request, vars map[string]any) {
+	if trusted, _ := vars[caddyhttp.TrustedProxyVarKey].(bool); !trusted {
 		return
 	}
 	srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
@@ -400,16 +405,16 @@ func (h *Handler) checkProxies(r *http.Request) {
 // requests never do: the first ratekit handler of a request adds one
 // provider to the replacer, and each sets the decision it reads, so the
 // last handler's decision is the one the placeholders tell.
-func setPlaceholders(r *http.Request, out *adapter.Outcome) {
-	vars, ok := caddyhttp.GetVar(r.Context(), placeholdersKey).(*decisionVars)
+func setPlaceholders(r *http.Request, reqVars map[string]any, out *adapter.Outcome) {
+	vars, ok := reqVars[placeholdersKey].(*decisionVars)
 	if !ok {
 		repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-		if !ok {
+		if !ok || reqVars == nil {
 			return
 		}
 		vars = new(decisionVars)
 		repl.Map(vars.get)
-		caddyhttp.SetVar(r.Context(), placeholdersKey, vars)
+		reqVars[placeholdersKey] = vars
 	}
 	d := &out.Decision
 	*vars = decisionVars{allowed: out.Proceed(), degraded: d.Degraded(), retryAfter: out.Headers.Get(adapter.HeaderRetryAfter)}

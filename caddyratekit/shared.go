@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/leasestore"
 	"github.com/ratekit/ratekit/redisstore"
 )
 
@@ -123,19 +124,26 @@ type limiterConfig struct {
 	Replicas    int           `json:"replicas"`
 	Breaker     Breaker       `json:"breaker"`
 	DeniedCache *int          `json:"denied_cache"`
+	Lease       *Lease        `json:"lease"`
 }
 
-// sharedLimiter is a Limiter and the backend it holds a reference to.
+// sharedLimiter is a Limiter, the lease store between it and the backend
+// when it leases, and the backend it holds a reference to.
 type sharedLimiter struct {
 	limiter    *core.Limiter
+	lease      *leasestore.Store // nil unless it leases
 	backendKey string
 	log        liveHandler
 }
 
-// Destruct closes the Limiter, waiting for its goroutines, then lets go of
-// the backend, which closes once no Limiter uses it.
+// Destruct closes the Limiter, waiting for its goroutines, and its lease
+// store, then lets go of the backend, which closes once no Limiter uses
+// it.
 func (s *sharedLimiter) Destruct() error {
 	err := s.limiter.Close()
+	if s.lease != nil {
+		err = errors.Join(err, s.lease.Close())
+	}
 	_, derr := backends.Delete(s.backendKey)
 	return errors.Join(err, derr)
 }
@@ -174,6 +182,27 @@ func newSharedLimiter(bc backendConfig, c limiterConfig, log *slog.Logger) (*sha
 		return nil, err
 	}
 	b := v.(*backend)
+	var store core.Store = b.store
+	var lease *leasestore.Store
+	if c.Lease != nil {
+		var lopts []leasestore.Option
+		if c.Lease.Size != 0 {
+			lopts = append(lopts, leasestore.WithSize(c.Lease.Size))
+		}
+		if c.Lease.Hold != 0 {
+			lopts = append(lopts, leasestore.WithHold(time.Duration(c.Lease.Hold)))
+		}
+		if lease, err = leasestore.New(b.store, lopts...); err != nil {
+			return nil, releaseBackend(c.Backend, err)
+		}
+		store = lease
+	}
+	closeLease := func(err error) error {
+		if lease != nil {
+			err = errors.Join(err, lease.Close())
+		}
+		return releaseBackend(c.Backend, err)
+	}
 	live := newLiveHandler(log)
 	opts := []core.Option{core.WithLogger(slog.New(live))}
 	if c.Prefix != "" {
@@ -185,7 +214,7 @@ func newSharedLimiter(bc backendConfig, c limiterConfig, log *slog.Logger) (*sha
 	if c.Fail != "" {
 		p, err := core.ParseFailurePolicy(c.Fail)
 		if err != nil {
-			return nil, releaseBackend(c.Backend, err)
+			return nil, closeLease(err)
 		}
 		opts = append(opts, core.WithFailurePolicy(p))
 	}
@@ -200,11 +229,11 @@ func newSharedLimiter(bc backendConfig, c limiterConfig, log *slog.Logger) (*sha
 	if c.DeniedCache != nil {
 		opts = append(opts, core.WithDeniedCache(*c.DeniedCache))
 	}
-	l, err := core.NewLimiter(b.store, opts...)
+	l, err := core.NewLimiter(store, opts...)
 	if err != nil {
-		return nil, releaseBackend(c.Backend, err)
+		return nil, closeLease(err)
 	}
-	return &sharedLimiter{limiter: l, backendKey: c.Backend, log: live}, nil
+	return &sharedLimiter{limiter: l, lease: lease, backendKey: c.Backend, log: live}, nil
 }
 
 // releaseBackend lets go of the backend of key after err, and returns err.
