@@ -170,6 +170,7 @@ func TestRuleMatchers(t *testing.T) {
 	_, url := redisURL(t)
 	h := fromCaddyfile(t, `ratekit {
 		redis `+url+`
+		timeout 1s
 		rule default 100 1m
 		rule strict 1 1m {
 			match {

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/caddyserver/caddy/v2"
@@ -40,6 +43,11 @@ func fromCaddyfile(t *testing.T, src string) *caddyratekit.Handler {
 	return h
 }
 
+// quiet is the logger the tests give their handlers' Limiters: the
+// contexts of the tests have no Caddy config, so Caddy logs at Debug,
+// every decision included.
+var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
 // provision provisions and validates h as Caddy does, and cleans it up
 // when the test ends.
 func provision(t testing.TB, h *caddyratekit.Handler) {
@@ -63,6 +71,7 @@ func tryProvision(t testing.TB, h *caddyratekit.Handler) error {
 		cancel()
 		return err
 	}
+	caddyratekit.SetLimiterLogger(h, quiet)
 	t.Cleanup(func() {
 		cleanup(t, h)
 		cancel()
@@ -136,14 +145,24 @@ func redisURL(t *testing.T) (*miniredis.Miniredis, string) {
 }
 
 // handlerJSON returns the JSON of a handler on url with the given rules
-// and other fields (a JSON object's members, without braces).
+// and other fields (a JSON object's members, without braces). Unless more
+// sets one, its Redis deadline is [storeTimeout].
 func handlerJSON(url, rules, more string) string {
 	js := `{"redis":{"url":` + quote(url) + `},"rules":[` + rules + `]`
+	if !strings.Contains(more, `"timeout"`) {
+		js += `,"timeout":"` + storeTimeout.String() + `"`
+	}
 	if more != "" {
 		js += "," + more
 	}
 	return js + "}"
 }
+
+// storeTimeout is the Redis deadline of the tests' handlers unless they
+// set one: far above the library's 50 ms, since the tests run under the
+// race detector on a busy machine, where a short deadline would turn a
+// moment of CPU starvation into a false outage.
+const storeTimeout = time.Second
 
 func quote(s string) string {
 	b, _ := json.Marshal(s)
@@ -172,6 +191,9 @@ func tryProvisionNoCleanup(h *caddyratekit.Handler) error {
 	err := h.Provision(ctx)
 	if err == nil {
 		err = h.Validate()
+	}
+	if err == nil {
+		caddyratekit.SetLimiterLogger(h, quiet)
 	}
 	return err
 }

@@ -21,7 +21,7 @@ func TestProvisionCleanupLeaksNothing(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	for round := range 10 {
 		var hs []*caddyratekit.Handler
-		for i, more := range []string{``, ``, `"timeout":"20ms"`} {
+		for i, more := range []string{``, ``, `"prefix":"other:"`} {
 			h := fromJSON(t, handlerJSON(url, `{"name":"r","limit":100,"period":60000000000}`, more))
 			if err := tryProvisionNoCleanup(h); err != nil {
 				t.Fatal(err)
@@ -36,7 +36,7 @@ func TestProvisionCleanupLeaksNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if connected, _ := clientStats(t, stats); connected != 0 {
+		if connected := connectedAfterClose(t, stats); connected != 0 {
 			t.Fatalf("round %d: %d connections open once every handler is cleaned up", round, connected)
 		}
 	}
