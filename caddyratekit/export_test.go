@@ -4,4 +4,4 @@ import "log/slog"
 
 // SetLimiterLogger sends the logs of h's Limiter to l from now on: the
 // tests' Caddy contexts log at Debug, which would log every decision.
-func SetLimiterLogger(h *Handler, l *slog.Logger) { h.shared.log.set(l) }
+func SetLimiterLogger(h *Handler, l *slog.Logger) { h.shared.log.add(l) }

@@ -107,8 +107,7 @@ type Handler struct {
 	// answers 401 through the error routes.
 	NoIdentity string `json:"no_identity,omitempty"`
 
-	shared     *sharedLimiter
-	sharedKey  string
+	shared     limiterUse // shared.sharedLimiter is nil before Provision and after Cleanup
 	mw         *adapter.Middleware
 	matchers   bool // a rule has matchers, whose errors go to the route
 	usesIP     bool // a rule keys by client IP
@@ -150,7 +149,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.Breaker != nil {
 		lc.Breaker = *h.Breaker
 	}
-	h.shared, h.sharedKey, err = acquireLimiter(bc, lc, ctx.Slogger())
+	h.shared, err = acquireLimiter(bc, lc, ctx.Slogger())
 	if err != nil {
 		return err
 	}
@@ -172,12 +171,12 @@ func (h *Handler) Validate() error { return h.validate() }
 // when no other handler (of this config or of the one a reload brings)
 // uses them.
 func (h *Handler) Cleanup() error {
-	if h.shared == nil {
+	if h.shared.sharedLimiter == nil {
 		return nil
 	}
-	h.shared, h.mw = nil, nil
-	_, err := limiters.Delete(h.sharedKey)
-	return err
+	use := h.shared
+	h.shared, h.mw = limiterUse{}, nil
+	return use.release()
 }
 
 func (h *Handler) headerStyle() string { return cmp.Or(h.Headers, "both") }

@@ -3,28 +3,61 @@ package caddyratekit
 import (
 	"context"
 	"log/slog"
+	"slices"
+	"sync"
 	"sync/atomic"
 )
 
-// liveHandler is a slog.Handler that sends each record to the handler of
-// the newest config that uses a shared Limiter, so that a Limiter kept
-// across reloads logs through the logging the running config sets up,
-// never through the logger of a config that is gone.
+// liveHandler is a slog.Handler that sends each record to the logger of
+// the newest handler still using a shared Limiter, so that a Limiter kept
+// across reloads logs through the logging of the config that runs, never
+// through that of a config that is gone.
 type liveHandler struct {
-	cur *atomic.Pointer[slog.Logger]
+	cur   *atomic.Pointer[slog.Logger]
+	users *loggerUsers
 	// ops are the WithAttrs and WithGroup calls made on this handler, in
 	// order, applied to the current target at each record.
 	ops []func(slog.Handler) slog.Handler
 }
 
-func newLiveHandler(l *slog.Logger) liveHandler {
-	h := liveHandler{cur: new(atomic.Pointer[slog.Logger])}
-	h.cur.Store(l)
-	return h
+// loggerUsers are the loggers of the handlers using a Limiter, in the
+// order they came.
+type loggerUsers struct {
+	mu   sync.Mutex
+	next int
+	ids  []int
+	logs []*slog.Logger
 }
 
-// set makes l the logger that records go to from now on.
-func (h liveHandler) set(l *slog.Logger) { h.cur.Store(l) }
+func newLiveHandler() liveHandler {
+	return liveHandler{cur: new(atomic.Pointer[slog.Logger]), users: new(loggerUsers)}
+}
+
+// add makes l the logger that records go to, until it is removed, and
+// returns its id for remove.
+func (h liveHandler) add(l *slog.Logger) int {
+	u := h.users
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	id := u.next
+	u.next++
+	u.ids, u.logs = append(u.ids, id), append(u.logs, l)
+	h.cur.Store(l)
+	return id
+}
+
+// remove drops the logger of id; records go to the newest one left.
+func (h liveHandler) remove(id int) {
+	u := h.users
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if i := slices.Index(u.ids, id); i >= 0 {
+		u.ids, u.logs = slices.Delete(u.ids, i, i+1), slices.Delete(u.logs, i, i+1)
+	}
+	if n := len(u.logs); n > 0 {
+		h.cur.Store(u.logs[n-1])
+	}
+}
 
 func (h liveHandler) target() slog.Handler {
 	t := h.cur.Load().Handler()

@@ -157,26 +157,38 @@ func poolKey(v any) string {
 	return string(b)
 }
 
-// acquireLimiter returns the Limiter of c and bc, making it (and the
-// backend) if no handler uses one yet, and the key to release it with.
-// log receives the Limiter's logs from now on.
-func acquireLimiter(bc backendConfig, c limiterConfig, log *slog.Logger) (*sharedLimiter, string, error) {
-	c.Backend = poolKey(bc)
-	key := poolKey(c)
-	v, loaded, err := limiters.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return newSharedLimiter(bc, c, log)
-	})
-	if err != nil {
-		return nil, "", err
-	}
-	s := v.(*sharedLimiter)
-	if loaded {
-		s.log.set(log)
-	}
-	return s, key, nil
+// limiterUse is one handler's use of a shared Limiter.
+type limiterUse struct {
+	*sharedLimiter
+	key   string // in limiters
+	logID int    // of the handler's logger, in log
 }
 
-func newSharedLimiter(bc backendConfig, c limiterConfig, log *slog.Logger) (*sharedLimiter, error) {
+// acquireLimiter returns a use of the Limiter of c and bc, making it (and
+// the backend) if no handler uses one yet. log receives the Limiter's
+// logs until a newer use or the release.
+func acquireLimiter(bc backendConfig, c limiterConfig, log *slog.Logger) (limiterUse, error) {
+	c.Backend = poolKey(bc)
+	key := poolKey(c)
+	v, _, err := limiters.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return newSharedLimiter(bc, c)
+	})
+	if err != nil {
+		return limiterUse{}, err
+	}
+	s := v.(*sharedLimiter)
+	return limiterUse{sharedLimiter: s, key: key, logID: s.log.add(log)}, nil
+}
+
+// release ends the use: the Limiter logs through the newest use left, and
+// closes when none is left.
+func (u limiterUse) release() error {
+	u.log.remove(u.logID)
+	_, err := limiters.Delete(u.key)
+	return err
+}
+
+func newSharedLimiter(bc backendConfig, c limiterConfig) (*sharedLimiter, error) {
 	v, _, err := backends.LoadOrNew(c.Backend, func() (caddy.Destructor, error) { return openBackend(bc) })
 	if err != nil {
 		return nil, err
@@ -203,7 +215,7 @@ func newSharedLimiter(bc backendConfig, c limiterConfig, log *slog.Logger) (*sha
 		}
 		return releaseBackend(c.Backend, err)
 	}
-	live := newLiveHandler(log)
+	live := newLiveHandler()
 	opts := []core.Option{core.WithLogger(slog.New(live))}
 	if c.Prefix != "" {
 		opts = append(opts, core.WithPrefix(c.Prefix))
