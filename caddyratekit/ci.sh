@@ -11,18 +11,30 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 staticcheck="$(go env GOPATH)/bin/staticcheck"
+began=$(date +%s)
+step_began=$began
+took() { # prints how long the step that just ended took
+  local now; now=$(date +%s)
+  echo "    ($(( now - step_began ))s)"
+  step_began=$now
+}
 
 for mod in caddyratekit examples/caddy; do
   echo "--- $mod: go mod tidy -diff, build, vet"
   (cd "$mod" && go mod tidy -diff && go build ./... && go vet ./...)
+  took
   if [ -x "$staticcheck" ]; then
     echo "--- $mod: staticcheck"
     (cd "$mod" && "$staticcheck" ./...)
+    took
   fi
 done
 
 echo "--- caddyratekit: go test -race"
 (cd caddyratekit && go test -race -shuffle=on -count=1 -timeout 10m ./...)
+took
 
 echo "--- examples/caddy: go test (the built caddy, as processes)"
 (cd examples/caddy && go test -count=1 -timeout 10m -v ./...) | grep -E '^(---|=== RUN|ok|FAIL|PASS|panic)|_test\.go:'
+took
+echo "--- caddyratekit/ci.sh took $(( $(date +%s) - began ))s"
