@@ -7,7 +7,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/caddyauth"
+	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
+	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/ratekit/ratekit/caddyratekit"
 )
