@@ -205,6 +205,7 @@ func (s *Server) listen(reg *prometheus.Registry) error {
 	mux := http.NewServeMux()
 	mux.Handle("/healthcheck", s.health)
 	mux.Handle("/json", jsonHandler(s.svc, s.log))
+	mux.Handle("/check", checkHandler(s.svc, s.log))
 	if set.AdminToken != "" {
 		admin := adminHandler(s.svc, set.AdminToken, s.log)
 		mux.Handle("/admin/quota", admin)
