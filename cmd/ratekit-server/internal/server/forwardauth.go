@@ -219,9 +219,9 @@ func addEntry(cur *[]checkEntry, entries *int, e checkEntry) error {
 }
 
 // request builds the RateLimitRequest of q for a request with header h:
-// values from headers are read now, and a descriptor that names a header
-// the request lacks (or has empty) is left out, as envoy leaves out a
-// descriptor whose request_headers action finds no header.
+// values from headers are read now, and a descriptor whose value_from
+// header the request lacks (or has empty) is left out, as envoy leaves out
+// a descriptor whose request_headers action finds no header.
 func (q *checkQuery) request(h http.Header) (*rlspb.RateLimitRequest, error) {
 	req := &rlspb.RateLimitRequest{Domain: q.domain, HitsAddend: q.hits}
 next:
@@ -248,14 +248,19 @@ next:
 
 // headerValue reads an entry's value from its header's last line: the
 // line a gateway that adds a line rather than replacing one wrote. It
-// reports false when the header is absent or empty.
+// reports false when a value_from header is absent or empty; an ip_from
+// header must be there, since a gateway always knows the client's address:
+// without it the gateway is misconfigured, and letting its requests
+// through unlimited would hide that.
 func headerValue(h http.Header, e checkEntry) (string, bool, error) {
-	lines := h[e.value]
-	if len(lines) == 0 {
-		return "", false, nil
+	var v string
+	if lines := h[e.value]; len(lines) > 0 {
+		v = strings.TrimSpace(lines[len(lines)-1])
 	}
-	v := strings.TrimSpace(lines[len(lines)-1])
 	if v == "" {
+		if e.src == fromIP {
+			return "", false, checkErr("no %s header, which ip_from= reads", e.value)
+		}
 		return "", false, nil
 	}
 	if e.src == fromIP {

@@ -248,11 +248,14 @@ func TestCheckHeaders(t *testing.T) {
 			t.Errorf("X-Forwarded-For %q: u=%s has %d left, want 1", tc.xff, tc.id, got)
 		}
 	}
-	for _, bad := range []string{"1.2.3.4, nonsense", "1.2.3.4,", "unknown"} {
+	for _, bad := range []string{"1.2.3.4, nonsense", "1.2.3.4,", "unknown", "", " "} {
 		w := f.check("domain=d&key=u&ip_from=X-Forwarded-For", "X-Forwarded-For", bad)
 		if w.Code != 400 || strings.Contains(w.Body.String(), "nonsense") {
 			t.Errorf("X-Forwarded-For %q: %d %q", bad, w.Code, w.Body)
 		}
+	}
+	if w := f.check("domain=d&key=u&ip_from=X-Forwarded-For"); w.Code != 400 || !strings.Contains(w.Body.String(), "no X-Forwarded-For header") {
+		t.Errorf("no X-Forwarded-For: %d %q", w.Code, w.Body)
 	}
 	if w := f.check("domain=d&key=u&value_from=X-User", "X-User", strings.Repeat("a", maxCheckValue+1)); w.Code != 400 {
 		t.Errorf("a header value over the bound: %d", w.Code)
