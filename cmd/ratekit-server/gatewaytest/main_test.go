@@ -228,4 +228,3 @@ func checkHeaders(t *testing.T, a answer, limit, remaining int) {
 		t.Errorf("RateLimit %q", s)
 	}
 }
-

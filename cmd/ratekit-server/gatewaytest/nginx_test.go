@@ -192,4 +192,3 @@ func testGateway(t *testing.T, e *edge, gws []string) {
 		}
 	})
 }
-
