@@ -188,7 +188,7 @@ func (p *Proc) start(cmd *exec.Cmd) error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited: %s", p.Name, p.Log())
+			return fmt.Errorf("%s exited (%v): %s", p.Name, cmd.ProcessState, p.Log())
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", p.Addr, time.Second); err == nil {

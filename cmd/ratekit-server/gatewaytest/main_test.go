@@ -185,6 +185,18 @@ func count(t *testing.T, as []answer) map[int]int {
 	return m
 }
 
+// retry starts a gateway up to three times: a port found free may be
+// taken by another process before the gateway binds it.
+func retry(start func() error) error {
+	var err error
+	for range 3 {
+		if err = start(); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
 // awaitWindow waits until the current minute has room for within: the
 // limits count in windows aligned to the minute.
 func awaitWindow(within time.Duration) {

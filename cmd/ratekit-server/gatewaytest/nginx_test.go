@@ -46,14 +46,19 @@ func startNginx(t *testing.T, e *edge) []string {
 	dir := t.TempDir()
 	var addrs []string
 	for _, name := range []string{"nginx-1", "nginx-2"} {
-		addr, err := FreePort()
+		var p *Proc
+		err := retry(func() error {
+			addr, err := FreePort()
+			if err != nil {
+				return err
+			}
+			p, err = StartNginx(dir, name, addr, nginxFiles(t, e, addr), 1)
+			return err
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := StartNginx(dir, name, addr, nginxFiles(t, e, addr), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
+		addr := p.Addr
 		t.Cleanup(func() {
 			p.Stop()
 			if t.Failed() {

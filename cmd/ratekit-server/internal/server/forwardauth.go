@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,7 +16,9 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
+	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
+	"github.com/ratekit/ratekit/keyfuncs"
 )
 
 // The forward-auth door: GET /check, asked by nginx (auth_request),
@@ -222,7 +225,7 @@ func addEntry(cur *[]checkEntry, entries *int, e checkEntry) error {
 // values from headers are read now, and a descriptor whose value_from
 // header the request lacks (or has empty) is left out, as envoy leaves out
 // a descriptor whose request_headers action finds no header.
-func (q *checkQuery) request(h http.Header) (*rlspb.RateLimitRequest, error) {
+func (q *checkQuery) request(h http.Header, ipKey core.KeyFunc) (*rlspb.RateLimitRequest, error) {
 	req := &rlspb.RateLimitRequest{Domain: q.domain, HitsAddend: q.hits}
 next:
 	for _, d := range q.descriptors {
@@ -232,7 +235,7 @@ next:
 			if e.src != literal {
 				var ok bool
 				var err error
-				if v, ok, err = headerValue(h, e); err != nil {
+				if v, ok, err = headerValue(h, e, ipKey); err != nil {
 					return nil, err
 				}
 				if !ok {
@@ -252,7 +255,7 @@ next:
 // header must be there, since a gateway always knows the client's address:
 // without it the gateway is misconfigured, and letting its requests
 // through unlimited would hide that.
-func headerValue(h http.Header, e checkEntry) (string, bool, error) {
+func headerValue(h http.Header, e checkEntry, ipKey core.KeyFunc) (string, bool, error) {
 	var v string
 	if lines := h[e.value]; len(lines) > 0 {
 		v = strings.TrimSpace(lines[len(lines)-1])
@@ -264,15 +267,7 @@ func headerValue(h http.Header, e checkEntry) (string, bool, error) {
 		return "", false, nil
 	}
 	if e.src == fromIP {
-		// the last address: the one the nearest proxy, the gateway, added
-		if i := strings.LastIndexByte(v, ','); i >= 0 {
-			v = strings.TrimSpace(v[i+1:])
-		}
-		ip, ok := clientAddr(v)
-		if !ok {
-			return "", false, checkErr("%s does not end with an IP address", e.value)
-		}
-		return ip, true, nil
+		return clientAddr(ipKey, h[e.value])
 	}
 	if len(v) > maxCheckValue {
 		return "", false, checkErr("%s holds %d bytes; at most %d", e.value, len(v), maxCheckValue)
@@ -280,25 +275,62 @@ func headerValue(h http.Header, e checkEntry) (string, bool, error) {
 	return v, true, nil
 }
 
-// clientAddr returns the identity of an address: an IPv4 address as it is
-// (an IPv4-mapped IPv6 one as IPv4), an IPv6 address as its /64, the
-// block one subscriber usually holds whole. A port ("1.2.3.4:80",
-// "[::1]:80") and an IPv6 zone are dropped.
-func clientAddr(s string) (string, bool) {
-	ip, err := netip.ParseAddr(s)
+// forwarded is the core.Request view of a forwarded address list for the
+// library's IP key function: its last entry, the address the nearest
+// proxy (the gateway) wrote, stands as the socket peer, and the entries
+// before it as the X-Forwarded-For header, which the key function walks
+// from the right past the trusted proxies.
+type forwarded struct {
+	peer  string
+	lines []string
+}
+
+func (f *forwarded) Context() context.Context { return context.Background() }
+func (f *forwarded) Method() string           { return "" }
+func (f *forwarded) Path() string             { return "" }
+func (f *forwarded) Route() string            { return "" }
+func (f *forwarded) Header(name string) string {
+	if v := f.HeaderValues(name); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+func (f *forwarded) HeaderValues(name string) []string {
+	if name != "X-Forwarded-For" {
+		return nil
+	}
+	return f.lines
+}
+func (f *forwarded) Query(string) string { return "" }
+func (f *forwarded) RemoteAddr() string  { return f.peer }
+
+// newIPKey returns the key function of ip_from=: the library's client IP
+// (IPv4-mapped addresses as IPv4, zones dropped, IPv6 by /64), past the
+// trusted proxies.
+func newIPKey(trusted []netip.Prefix) (core.KeyFunc, error) {
+	if len(trusted) == 0 {
+		return keyfuncs.IP()
+	}
+	return keyfuncs.IP(keyfuncs.TrustedProxies(trusted...))
+}
+
+// clientAddr returns the client's address from a forwarded list's lines
+// (the last line's last entry first), as ipKey finds it.
+func clientAddr(ipKey core.KeyFunc, ls []string) (string, bool, error) {
+	last := strings.TrimRight(ls[len(ls)-1], " \t")
+	rest, peer := "", last
+	if i := strings.LastIndexByte(last, ','); i >= 0 {
+		rest, peer = last[:i], last[i+1:]
+	}
+	f := &forwarded{peer: strings.TrimSpace(peer), lines: ls[:len(ls)-1:len(ls)-1]}
+	if strings.TrimSpace(rest) != "" {
+		f.lines = append(f.lines, rest)
+	}
+	id, err := ipKey(f)
 	if err != nil {
-		ap, err := netip.ParseAddrPort(s)
-		if err != nil {
-			return "", false
-		}
-		ip = ap.Addr()
+		return "", false, checkErr("the forwarded address list does not end with an IP address")
 	}
-	ip = ip.Unmap().WithZone("")
-	if ip.Is4() {
-		return ip.String(), true
-	}
-	p, _ := ip.Prefix(64) // a valid IPv6 address always has a /64
-	return p.String(), true
+	return strings.TrimPrefix(id, "ip:"), true, nil
 }
 
 // deniedBodies holds the body of a denial for each status from 400 to
@@ -311,7 +343,7 @@ var deniedBodies = func() (b [200][]byte) {
 }()
 
 // checkHandler serves /check over svc.
-func checkHandler(svc *service.Service, log *slog.Logger) http.HandlerFunc {
+func checkHandler(svc *service.Service, ipKey core.KeyFunc, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q, err := parseCheck(r.URL.RawQuery)
 		if err != nil {
@@ -323,7 +355,7 @@ func checkHandler(svc *service.Service, log *slog.Logger) http.HandlerFunc {
 			http.Error(w, err.Error(), code)
 			return
 		}
-		req, err := q.request(r.Header)
+		req, err := q.request(r.Header, ipKey)
 		if err != nil {
 			log.Debug("/check: bad header", "error", err)
 			http.Error(w, err.Error(), http.StatusBadRequest)

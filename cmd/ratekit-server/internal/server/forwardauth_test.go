@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"reflect"
 	"strconv"
@@ -55,7 +56,7 @@ type checkFixture struct {
 	h   http.HandlerFunc
 }
 
-func newCheckFixture(tb testing.TB, yaml string, opts service.Options) *checkFixture {
+func newCheckFixture(tb testing.TB, yaml string, opts service.Options, trusted ...netip.Prefix) *checkFixture {
 	tb.Helper()
 	mr := miniredis.RunT(tb)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
@@ -78,7 +79,11 @@ func newCheckFixture(tb testing.TB, yaml string, opts service.Options) *checkFix
 		}
 		svc.SetConfig(c)
 	}
-	return &checkFixture{svc: svc, mr: mr, h: checkHandler(svc, discard)}
+	ipKey, err := newIPKey(trusted)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &checkFixture{svc: svc, mr: mr, h: checkHandler(svc, ipKey, discard)}
 }
 
 func (f *checkFixture) check(query string, header ...string) *httptest.ResponseRecorder {
@@ -256,6 +261,25 @@ func TestCheckHeaders(t *testing.T) {
 	}
 	if w := f.check("domain=d&key=u&ip_from=X-Forwarded-For"); w.Code != 400 || !strings.Contains(w.Body.String(), "no X-Forwarded-For header") {
 		t.Errorf("no X-Forwarded-For: %d %q", w.Code, w.Body)
+	}
+	// behind trusted proxies, the client is the first address from the
+	// right that is not one of them
+	tp := newCheckFixture(t, checkConfig, service.Options{}, netip.MustParsePrefix("10.0.0.0/8"))
+	for _, tc := range []struct{ xff, id string }{
+		{"6.6.6.6, 203.0.113.5, 10.0.0.7", "203.0.113.5"},
+		{"203.0.113.6, 10.0.0.7, 10.1.1.1", "203.0.113.6"},
+		{"10.0.0.8", "10.0.0.8"},
+		{"garbage, 10.0.0.9", "10.0.0.9"},
+	} {
+		tp.check("domain=d&key=u&ip_from=X-Forwarded-For", "X-Forwarded-For", tc.xff)
+		if got := tp.remaining(t, "u", tc.id); got != 1 {
+			t.Errorf("trusting 10/8, X-Forwarded-For %q: u=%s has %d left, want 1", tc.xff, tc.id, got)
+		}
+	}
+	// lines added by proxies, one each, read from the last
+	tp.check("domain=d&key=u&ip_from=X-Forwarded-For", "X-Forwarded-For", "6.6.6.6, 203.0.113.7", "X-Forwarded-For", "10.2.3.4")
+	if got := tp.remaining(t, "u", "203.0.113.7"); got != 1 {
+		t.Errorf("two lines: u=203.0.113.7 has %d left, want 1", got)
 	}
 	if w := f.check("domain=d&key=u&value_from=X-User", "X-User", strings.Repeat("a", maxCheckValue+1)); w.Code != 400 {
 		t.Errorf("a header value over the bound: %d", w.Code)
