@@ -322,7 +322,7 @@ func clientAddr(ipKey core.KeyFunc, ls []string) (string, bool, error) {
 	if i := strings.LastIndexByte(last, ','); i >= 0 {
 		rest, peer = last[:i], last[i+1:]
 	}
-	f := &forwarded{peer: strings.TrimSpace(peer), lines: ls[:len(ls)-1:len(ls)-1]}
+	f := &forwarded{peer: strings.TrimSpace(peer), lines: ls[: len(ls)-1 : len(ls)-1]}
 	if strings.TrimSpace(rest) != "" {
 		f.lines = append(f.lines, rest)
 	}
