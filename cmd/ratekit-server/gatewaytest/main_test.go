@@ -59,7 +59,7 @@ func require(t *testing.T, name string) string {
 // timeout is the replicas' deadline on Redis (RATEKIT_TIMEOUT): long
 // enough that a loaded machine decides every call on Redis, so that the
 // counts are exact.
-const timeout = 500 * time.Millisecond
+const timeout = time.Second
 
 // edge is what stands behind the gateways: a redis-server, two
 // ratekit-server replicas on it with a guide's limits, and the upstream.

@@ -3,6 +3,7 @@
 package gatewaytest
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -83,7 +84,7 @@ func TestNginx(t *testing.T) {
 // and 3 a minute on /login, /healthz never limited.
 func testGateway(t *testing.T, e *edge, gws []string) {
 	t.Run("exact across gateways and replicas", func(t *testing.T) {
-		awaitWindow(20 * time.Second)
+		awaitWindow(5 * time.Second)
 		c := newClient(t)
 		before := e.app.Hits()
 		as := c.burst(gws, "GET", "/", 30)
@@ -108,7 +109,7 @@ func testGateway(t *testing.T, e *edge, gws []string) {
 	})
 
 	t.Run("login", func(t *testing.T) {
-		awaitWindow(20 * time.Second)
+		awaitWindow(5 * time.Second)
 		c := newClient(t)
 		as := c.burst(gws, "POST", "/login", 9)
 		if n := count(t, as); n[200] != 3 || n[429] != 6 {
@@ -170,30 +171,77 @@ func testGateway(t *testing.T, e *edge, gws []string) {
 		}
 	})
 
-	t.Run("redis killed", func(t *testing.T) {
-		awaitWindow(20 * time.Second)
-		e.redis.Kill(t)
+	// while Redis is away each replica keeps its share of the limit,
+	// 10 / RATEKIT_REPLICAS, and the gateways ask the replicas in turn: 10
+	// of 30 pass, and each answer comes within the deadline
+	outage := func(t *testing.T, what string) {
 		c := newClient(t)
 		allowed := 0
 		var slowest time.Duration
 		for i := range 30 {
 			a := c.do("GET", "http://"+gws[i%len(gws)]+"/", nil)
 			if a.err != nil || (a.status != 200 && a.status != 429) {
-				t.Fatalf("request %d with Redis killed: %d %v", i, a.status, a.err)
+				t.Fatalf("request %d with Redis %s: %d %v", i, what, a.status, a.err)
 			}
 			if a.status == 200 {
 				allowed++
 			}
 			slowest = max(slowest, a.took)
 		}
-		t.Logf("with Redis killed: %d of 30 passed, slowest answer %v", allowed, slowest)
-		// each replica keeps its share, 10 / RATEKIT_REPLICAS, and the
-		// gateways ask them in turn
+		t.Logf("with Redis %s: %d of 30 passed, slowest answer %v", what, allowed, slowest)
 		if allowed != 10 {
-			t.Errorf("with Redis killed, %d of 30 passed; want 10 (5 per replica)", allowed)
+			t.Errorf("with Redis %s, %d of 30 passed; want 10 (5 per replica)", what, allowed)
 		}
 		if slowest > timeout+time.Second {
 			t.Errorf("slowest answer %v; want within the deadline (%v) and a margin", slowest, timeout)
+		}
+	}
+	t.Run("redis killed", func(t *testing.T) {
+		awaitWindow(5 * time.Second)
+		e.redis.Kill(t)
+		outage(t, "killed")
+	})
+	t.Run("redis paused", func(t *testing.T) {
+		e.redis.Restart(t)
+		rdb := e.redis.Client(t)
+		c := newClient(t)
+		deadline := time.Now().Add(15 * time.Second)
+		for n, _ := rdb.DBSize(context.Background()).Result(); n == 0; n, _ = rdb.DBSize(context.Background()).Result() {
+			if time.Now().After(deadline) {
+				t.Fatal("the replicas are not back on Redis 15s after its restart")
+			}
+			c.do("GET", "http://"+gws[0]+"/", nil)
+			time.Sleep(100 * time.Millisecond)
+		}
+		awaitWindow(15 * time.Second)
+		e.redis.Pause(t)
+		defer e.redis.Resume(t)
+		outage(t, "paused")
+	})
+
+	t.Run("a replica down", func(t *testing.T) {
+		e.redis.Resume(t)
+		e.replicas[1].Stop()
+		c := newClient(t)
+		for i := range 12 {
+			a := c.do("GET", "http://"+gws[i%len(gws)]+"/", nil)
+			if a.err != nil || (a.status != 200 && a.status != 429) {
+				t.Fatalf("request %d with one replica down: %d %v; want the other replica's answer", i, a.status, a.err)
+			}
+		}
+	})
+	t.Run("no replica", func(t *testing.T) {
+		e.replicas[0].Stop()
+		c := newClient(t)
+		before := e.app.Hits()
+		for i := range 4 {
+			a := c.do("GET", "http://"+gws[i%len(gws)]+"/", nil)
+			if a.err != nil || a.status < 500 {
+				t.Fatalf("request %d with no replica: %d %v; want the gateway's 5xx", i, a.status, a.err)
+			}
+		}
+		if e.app.Hits() != before {
+			t.Fatal("with no replica, requests reached the app")
 		}
 	})
 }

@@ -62,7 +62,9 @@ func main() {
 	runs := map[string][]wrkResult{}
 	for r := range *rounds {
 		for _, name := range names {
+			before := b.cpu(name)
 			res, err := runWrk(b.gateways[name], *threads, *conns, *dur)
+			res.cpu = b.cpu(name).sub(before)
 			if err != nil {
 				b.stop()
 				log.Fatalf("%s: %v", name, err)
@@ -96,8 +98,10 @@ type bench struct {
 	app      *gatewaytest.Upstream
 	replicas []*proctest.Proc
 	gateways map[string]string // name → address
-	limitReq []string          // limit_req nginx instances at the guide's limit
-	guideGW  []string          // the guide's nginx, twice
+	pids     map[string]int    // gateway name → pid
+	redisPid int
+	limitReq []string // limit_req nginx instances at the guide's limit
+	guideGW  []string // the guide's nginx, twice
 }
 
 func (b *bench) stop() {
@@ -141,6 +145,7 @@ func (b *bench) setup() error {
 		return err
 	}
 	b.procs = append(b.procs, rs)
+	b.redisPid = rs.Pid()
 	rt := filepath.Join(b.dir, "rt")
 	if err := proctest.WriteConfigDir(rt, map[string]string{"edge.yaml": block("benchmarks-gateways.md", "bench-ratekit")}); err != nil {
 		return err
@@ -161,7 +166,7 @@ func (b *bench) setup() error {
 	}
 	b.app = gatewaytest.NewUpstream(false)
 	app := b.app.Addr()
-	b.gateways = map[string]string{}
+	b.gateways, b.pids = map[string]string{}, map[string]int{}
 
 	nginx := func(name, site string, extra map[string]string) (string, error) {
 		addr, err := gatewaytest.FreePort()
@@ -177,6 +182,7 @@ func (b *bench) setup() error {
 			return "", err
 		}
 		b.procs = append(b.procs, p)
+		b.pids[name] = p.Pid()
 		return addr, nil
 	}
 	guide := subst(block("gateways-nginx.md", "nginx"),
@@ -223,21 +229,85 @@ func (b *bench) setup() error {
 			return "", err
 		}
 		b.procs = append(b.procs, p)
+		b.pids[name] = p.Pid()
 		return addr, nil
 	}
 	if b.gateways["caddy"], err = caddy("caddy", block("benchmarks-gateways.md", "caddy-alone")); err != nil {
 		return err
 	}
 	cf := subst(block("gateways-caddy-forward-auth.md", "caddy"), "ratekit-a:8080 ratekit-b:8080", b.replicas[0].HTTP+" "+b.replicas[1].HTTP)
-	b.gateways["caddy + ratekit"], err = caddy("caddy ratekit", cf)
+	b.gateways["caddy + ratekit"], err = caddy("caddy + ratekit", cf)
 	return err
+}
+
+// cpu is the CPU time the processes of a run used: the gateway (its
+// workers included), the ratekit-server replicas, redis-server.
+type cpu struct{ gateway, ratekit, redis time.Duration }
+
+func (b *bench) cpu(gateway string) cpu {
+	var c cpu
+	c.gateway = treeCPU(b.pids[gateway])
+	for _, r := range b.replicas {
+		c.ratekit += treeCPU(r.Pid())
+	}
+	c.redis = treeCPU(b.redisPid)
+	return c
+}
+
+func (c cpu) sub(o cpu) cpu {
+	return cpu{c.gateway - o.gateway, c.ratekit - o.ratekit, c.redis - o.redis}
+}
+
+// treeCPU is the user and system time of pid and of its children.
+func treeCPU(pid int) time.Duration {
+	total := procCPU(pid)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f := statFields(child); len(f) > 15 && f[1] == strconv.Itoa(pid) {
+			total += procCPU(child)
+		}
+	}
+	return total
+}
+
+// statFields returns /proc/pid/stat's fields after the command name:
+// state, ppid, ...
+func statFields(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+}
+
+// procCPU is utime + stime of pid, in clock ticks of 10 ms.
+func procCPU(pid int) time.Duration {
+	f := statFields(pid)
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 // wrkResult is one wrk run.
 type wrkResult struct {
-	rps    float64
-	p99    time.Duration
-	non2xx int
+	rps      float64
+	requests int
+	p99      time.Duration
+	non2xx   int
+	cpu      cpu
+}
+
+// perRequest returns d per request of r, in µs.
+func (r wrkResult) perRequest(d time.Duration) float64 {
+	return float64(d.Microseconds()) / float64(max(r.requests, 1))
 }
 
 func runWrk(addr string, threads, conns int, d time.Duration) (wrkResult, error) {
@@ -259,6 +329,8 @@ func runWrk(addr string, threads, conns int, d time.Duration) (wrkResult, error)
 			r.p99, _ = time.ParseDuration(f[1])
 		case len(f) == 5 && f[0] == "Non-2xx":
 			r.non2xx, _ = strconv.Atoi(f[4])
+		case len(f) >= 5 && f[1] == "requests" && f[2] == "in":
+			r.requests, _ = strconv.Atoi(f[0])
 		}
 	}
 	if r.rps == 0 || r.p99 == 0 {
@@ -277,7 +349,16 @@ func median(rs []wrkResult) wrkResult {
 	}
 	sort.Float64s(rps)
 	sort.Slice(p99, func(i, j int) bool { return p99[i] < p99[j] })
-	return wrkResult{rps: rps[len(rps)/2], p99: p99[len(p99)/2], non2xx: n}
+	// CPU per request: over all rounds
+	var c cpu
+	reqs := 0
+	for _, r := range rs {
+		c.gateway += r.cpu.gateway
+		c.ratekit += r.cpu.ratekit
+		c.redis += r.cpu.redis
+		reqs += r.requests
+	}
+	return wrkResult{rps: rps[len(rps)/2], p99: p99[len(p99)/2], non2xx: n, cpu: c, requests: reqs}
 }
 
 type result struct {
@@ -375,13 +456,15 @@ func describe(resp *http.Response) string {
 func report(rows []result, ex []exact, rounds int, d time.Duration, conns, threads int) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "Each row: the median of %d alternating rounds of `wrk -t%d -c%d -d%v --latency` against the gateway, on this machine (%s), every process on it.\n\n", rounds, threads, conns, d, cpuModel())
-	s.WriteString("| gateway | requests/s | ratio | p99 | p99 ratio | answers not 2xx |\n|---|---:|---:|---:|---:|---:|\n")
+	s.WriteString("| gateway | requests/s | ratio | p99 | p99 ratio | CPU µs/request: gateway | ratekit-server | redis-server | answers not 2xx |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var base result
 	for _, r := range rows {
 		if !strings.Contains(r.name, " ") {
 			base = r
 		}
-		fmt.Fprintf(&s, "| %s | %.0f | %.2f× | %v | %.2f× | %d |\n", r.name, r.wrk.rps, r.wrk.rps/base.wrk.rps, r.wrk.p99.Round(10*time.Microsecond), float64(r.wrk.p99)/float64(base.wrk.p99), r.wrk.non2xx)
+		w := r.wrk
+		fmt.Fprintf(&s, "| %s | %.0f | %.2f× | %v | %.2f× | %.1f | %.1f | %.1f | %d |\n", r.name, w.rps, w.rps/base.wrk.rps, w.p99.Round(10*time.Microsecond), float64(w.p99)/float64(base.wrk.p99),
+			w.perRequest(w.cpu.gateway), w.perRequest(w.cpu.ratekit), w.perRequest(w.cpu.redis), w.non2xx)
 	}
 	s.WriteString("\nThe same limit, 10 a minute per client address, with 45 requests sent at once from one address, spread over the gateways in turn:\n\n")
 	s.WriteString("| limiter | gateways | passed of 45 | a denial |\n|---|---:|---:|---|\n")
