@@ -68,5 +68,5 @@ func startCaddy(t *testing.T, e *edge) []string {
 func TestCaddyForwardAuth(t *testing.T) {
 	e := startEdge(t, "gateways-caddy-forward-auth.md")
 	gws := startCaddy(t, e)
-	testGateway(t, e, gws)
+	testGateway(t, e, gws, 502)
 }

@@ -110,7 +110,7 @@ type Seen struct {
 }
 
 // Upstream is the application behind the gateways: it answers 200 "ok"
-// and records every request it gets.
+// (403 on /forbidden) and records every request it gets.
 type Upstream struct {
 	*httptest.Server
 	hits   atomic.Int64
@@ -134,6 +134,12 @@ func NewUpstream(record bool) *Upstream {
 			u.mu.Unlock()
 		}
 		w.Header().Set("Content-Type", "text/plain")
+		if r.URL.Path == "/forbidden" {
+			// the app's own 403, which a gateway must not take for a denial
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, "the app says no\n")
+			return
+		}
 		_, _ = io.WriteString(w, "ok\n")
 	}))
 	return u

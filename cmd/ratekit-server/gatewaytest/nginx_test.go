@@ -76,13 +76,14 @@ func startNginx(t *testing.T, e *edge) []string {
 func TestNginx(t *testing.T) {
 	e := startEdge(t, "gateways-nginx.md")
 	gws := startNginx(t, e)
-	testGateway(t, e, gws)
+	testGateway(t, e, gws, 500)
 }
 
 // testGateway checks what every gateway's guide promises, through
 // gateways configured by it: limits of 10 a minute per client address
-// and 3 a minute on /login, /healthz never limited.
-func testGateway(t *testing.T, e *edge, gws []string) {
+// and 3 a minute on /login, /healthz never limited; noReplica is the
+// gateway's status when no replica answers.
+func testGateway(t *testing.T, e *edge, gws []string, noReplica int) {
 	t.Run("exact across gateways and replicas", func(t *testing.T) {
 		awaitWindow(5 * time.Second)
 		c := newClient(t)
@@ -151,6 +152,15 @@ func testGateway(t *testing.T, e *edge, gws []string) {
 				t.Errorf("the app saw %s", k)
 			}
 		}
+	})
+
+	t.Run("the app's own 403 passes", func(t *testing.T) {
+		c := newClient(t)
+		a := c.do("GET", "http://"+gws[0]+"/forbidden", nil)
+		if a.status != 403 || a.body != "the app says no\n" {
+			t.Fatalf("the app's 403: %d %q", a.status, a.body)
+		}
+		checkHeaders(t, a, 10, 9)
 	})
 
 	t.Run("healthz never limited", func(t *testing.T) {
@@ -236,8 +246,8 @@ func testGateway(t *testing.T, e *edge, gws []string) {
 		before := e.app.Hits()
 		for i := range 4 {
 			a := c.do("GET", "http://"+gws[i%len(gws)]+"/", nil)
-			if a.err != nil || a.status < 500 {
-				t.Fatalf("request %d with no replica: %d %v; want the gateway's 5xx", i, a.status, a.err)
+			if a.err != nil || a.status != noReplica {
+				t.Fatalf("request %d with no replica: %d %v; want the gateway's %d", i, a.status, a.err, noReplica)
 			}
 		}
 		if e.app.Hits() != before {
