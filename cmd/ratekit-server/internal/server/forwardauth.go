@@ -29,8 +29,9 @@ import (
 //	...&descriptor&K3=V3...                     descriptor starts another one
 //	...&key=K&value=V                           an entry whose key is a reserved word
 //	...&key=K&value_from=H                      V is request header H (its last line)
-//	...&key=K&ip_from=H                         V is the last address of header H's last
-//	                                            line (IPv6 grouped by /64)
+//	...&key=K&ip_from=H                         V is the client's address in header H, a
+//	                                            forwarded list read from the right past
+//	                                            RATEKIT_TRUSTED_PROXIES (IPv6 by /64)
 //	...&hits_addend=N&deny_status=S             the request's hits; the status of a denial
 //
 // The descriptors are decided by the one Service, as over gRPC. The answer
@@ -54,7 +55,7 @@ type source uint8
 const (
 	literal    source = iota // the query's value
 	fromHeader               // a request header's last line, whole
-	fromIP                   // the last address of a header's last line
+	fromIP                   // the client's address in a forwarded list
 )
 
 // checkEntry is one entry of a descriptor, as the query states it.
