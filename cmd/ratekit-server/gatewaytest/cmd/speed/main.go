@@ -57,31 +57,27 @@ func main() {
 		b.stop()
 		log.Fatal(err)
 	}
-	var rows []result
-	names := []string{"nginx", "nginx limit_req", "nginx + ratekit", "caddy", "caddy + ratekit"}
 	runs := map[string][]wrkResult{}
 	for r := range *rounds {
-		for _, name := range names {
-			before := b.cpu(name)
-			res, err := runWrk(b.gateways[name], *threads, *conns, *dur)
-			res.cpu = b.cpu(name).sub(before)
+		for _, row := range rows {
+			before, closed := b.cpu(row.gateway), b.closedChecks()
+			res, err := runWrk(b.gateways[row.gateway]+row.path, *threads, *conns, *dur)
+			res.cpu = b.cpu(row.gateway).sub(before)
+			res.closed = b.closedChecks() - closed
 			if err != nil {
 				b.stop()
-				log.Fatalf("%s: %v", name, err)
+				log.Fatalf("%s: %v", row.name, err)
 			}
-			log.Printf("round %d, %s: %.0f requests/s, p99 %v, %d not 2xx", r+1, name, res.rps, res.p99, res.non2xx)
-			runs[name] = append(runs[name], res)
+			log.Printf("round %d, %s: %.0f requests/s, p99 %v, %d not 2xx", r+1, row.name, res.rps, res.p99, res.non2xx)
+			runs[row.name] = append(runs[row.name], res)
 		}
-	}
-	for _, name := range names {
-		rows = append(rows, result{name: name, wrk: median(runs[name])})
 	}
 	exact, err := b.exactness()
 	if err != nil {
 		b.stop()
 		log.Fatal(err)
 	}
-	text := report(rows, exact, *rounds, *dur, *conns, *threads)
+	text := report(runs, exact, *rounds, *dur, *conns, *threads)
 	if *out == "" {
 		fmt.Print(text)
 		return
@@ -90,6 +86,23 @@ func main() {
 		b.stop()
 		log.Fatal(err)
 	}
+}
+
+// row is one line of the speed table: wrk against a gateway's path,
+// compared with base, the gateway alone, in the same round.
+type row struct {
+	name, gateway, path, base string
+}
+
+var rows = []row{
+	{"nginx", "nginx", "/", "nginx"},
+	{"nginx `limit_req`", "nginx limit_req", "/", "nginx"},
+	{"nginx + ratekit-server", "nginx + ratekit", "/", "nginx"},
+	{"nginx + ratekit-server, every request denied (`/login`)", "nginx + ratekit", "/login", "nginx"},
+	{"nginx + ratekit-server, checks by GET, every request denied (`/login`)", "nginx + ratekit GET", "/login", "nginx"},
+	{"caddy", "caddy", "/", "caddy"},
+	{"caddy + ratekit-server", "caddy + ratekit", "/", "caddy"},
+	{"caddy + ratekit-server, every request denied (`/login`)", "caddy + ratekit", "/login", "caddy"},
 }
 
 type bench struct {
@@ -197,6 +210,8 @@ func (b *bench) setup() error {
 		{"nginx", block("benchmarks-gateways.md", "nginx-alone"), nil},
 		{"nginx limit_req", subst(limitReq, "rate=10r/m", "rate=1000000000r/s", "burst=9", "burst=1000000000"), nil},
 		{"nginx + ratekit", guide, check},
+		// the guide's, its checks sent by GET: what proxy_method HEAD spares
+		{"nginx + ratekit GET", guide, map[string]string{"snippets/ratekit-check.conf": subst(check["snippets/ratekit-check.conf"], "proxy_method HEAD;", "")}},
 	} {
 		if b.gateways[g.name], err = nginx(g.name, g.site, g.extra); err != nil {
 			return err
@@ -238,6 +253,29 @@ func (b *bench) setup() error {
 	cf := subst(block("gateways-caddy-forward-auth.md", "caddy"), "ratekit-a:8080 ratekit-b:8080", b.replicas[0].HTTP+" "+b.replicas[1].HTTP)
 	b.gateways["caddy + ratekit"], err = caddy("caddy + ratekit", cf)
 	return err
+}
+
+// closedChecks counts the connections to the replicas' HTTP ports in
+// TIME-WAIT: the connections a gateway closed rather than kept for its next
+// check (they stay in TIME-WAIT for a minute, longer than a run).
+func (b *bench) closedChecks() int {
+	out, err := exec.Command("ss", "-Htan", "state", "time-wait").Output()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 4 {
+			continue
+		}
+		for _, r := range b.replicas {
+			if f[3] == r.HTTP {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // cpu is the CPU time the processes of a run used: the gateway (its
@@ -303,6 +341,7 @@ type wrkResult struct {
 	p99      time.Duration
 	non2xx   int
 	cpu      cpu
+	closed   int // connections to the replicas closed
 }
 
 // perRequest returns d per request of r, in µs.
@@ -310,10 +349,10 @@ func (r wrkResult) perRequest(d time.Duration) float64 {
 	return float64(d.Microseconds()) / float64(max(r.requests, 1))
 }
 
-func runWrk(addr string, threads, conns int, d time.Duration) (wrkResult, error) {
+func runWrk(target string, threads, conns int, d time.Duration) (wrkResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "wrk", "-t", strconv.Itoa(threads), "-c", strconv.Itoa(conns), "-d", d.String(), "--latency", "http://"+addr+"/")
+	cmd := exec.CommandContext(ctx, "wrk", "-t", strconv.Itoa(threads), "-c", strconv.Itoa(conns), "-d", d.String(), "--latency", "http://"+target)
 	outb, err := cmd.CombinedOutput()
 	if err != nil {
 		return wrkResult{}, fmt.Errorf("wrk: %v\n%s", err, outb)
@@ -351,19 +390,15 @@ func median(rs []wrkResult) wrkResult {
 	sort.Slice(p99, func(i, j int) bool { return p99[i] < p99[j] })
 	// CPU per request: over all rounds
 	var c cpu
-	reqs := 0
+	reqs, closed := 0, 0
 	for _, r := range rs {
 		c.gateway += r.cpu.gateway
 		c.ratekit += r.cpu.ratekit
 		c.redis += r.cpu.redis
 		reqs += r.requests
+		closed += r.closed
 	}
-	return wrkResult{rps: rps[len(rps)/2], p99: p99[len(p99)/2], non2xx: n, cpu: c, requests: reqs}
-}
-
-type result struct {
-	name string
-	wrk  wrkResult
+	return wrkResult{rps: rps[len(rps)/2], p99: p99[len(p99)/2], non2xx: n, cpu: c, requests: reqs, closed: closed}
 }
 
 // exact is one exactness run: requests sent at once from one address
@@ -453,18 +488,31 @@ func describe(resp *http.Response) string {
 	return fmt.Sprintf("%d; Retry-After: %s; X-RateLimit-*: %s; RateLimit: %s", resp.StatusCode, has("Retry-After"), has("X-RateLimit-Limit"), has("RateLimit"))
 }
 
-func report(rows []result, ex []exact, rounds int, d time.Duration, conns, threads int) string {
+// medianOf returns the median of xs.
+func medianOf(xs []float64) float64 {
+	xs = append([]float64(nil), xs...)
+	sort.Float64s(xs)
+	return xs[len(xs)/2]
+}
+
+func report(runs map[string][]wrkResult, ex []exact, rounds int, d time.Duration, conns, threads int) string {
 	var s strings.Builder
-	fmt.Fprintf(&s, "Each row: the median of %d alternating rounds of `wrk -t%d -c%d -d%v --latency` against the gateway, on this machine (%s), every process on it.\n\n", rounds, threads, conns, d, cpuModel())
-	s.WriteString("| gateway | requests/s | ratio | p99 | p99 ratio | CPU µs/request: gateway | ratekit-server | redis-server | answers not 2xx |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	var base result
+	fmt.Fprintf(&s, "%d alternating rounds of `wrk -t%d -c%d -d%v --latency` against each row, on this machine (%s), every process on it. Ratios are the median of each round's ratio to the gateway alone in the same round; requests/s and p99 the medians of the rounds.\n\n", rounds, threads, conns, d, cpuModel())
+	s.WriteString("| gateway | requests/s | ratio | p99 | p99 ratio | CPU µs/request: gateway | ratekit-server | redis-server | checks' connections closed per 1000 requests | answers not 2xx |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
-		if !strings.Contains(r.name, " ") {
-			base = r
+		rs, base := runs[r.name], runs[rows[indexOf(r.base)].name]
+		var rps, p99 []float64
+		for i := range rs {
+			rps = append(rps, rs[i].rps/base[i].rps)
+			p99 = append(p99, float64(rs[i].p99)/float64(base[i].p99))
 		}
-		w := r.wrk
-		fmt.Fprintf(&s, "| %s | %.0f | %.2f× | %v | %.2f× | %.1f | %.1f | %.1f | %d |\n", r.name, w.rps, w.rps/base.wrk.rps, w.p99.Round(10*time.Microsecond), float64(w.p99)/float64(base.wrk.p99),
-			w.perRequest(w.cpu.gateway), w.perRequest(w.cpu.ratekit), w.perRequest(w.cpu.redis), w.non2xx)
+		w := median(rs)
+		closed := "–"
+		if strings.Contains(r.name, "ratekit") {
+			closed = fmt.Sprintf("%.1f", 1000*float64(w.closed)/float64(max(w.requests, 1)))
+		}
+		fmt.Fprintf(&s, "| %s | %.0f | %.2f× | %v | %.2f× | %.1f | %.1f | %.1f | %s | %d |\n", r.name, w.rps, medianOf(rps), w.p99.Round(10*time.Microsecond), medianOf(p99),
+			w.perRequest(w.cpu.gateway), w.perRequest(w.cpu.ratekit), w.perRequest(w.cpu.redis), closed, w.non2xx)
 	}
 	s.WriteString("\nThe same limit, 10 a minute per client address, with 45 requests sent at once from one address, spread over the gateways in turn:\n\n")
 	s.WriteString("| limiter | gateways | passed of 45 | a denial |\n|---|---:|---:|---|\n")
@@ -472,6 +520,16 @@ func report(rows []result, ex []exact, rounds int, d time.Duration, conns, threa
 		fmt.Fprintf(&s, "| %s | %d | %d | %s |\n", e.what, e.gateways, e.allowed, e.denial)
 	}
 	return s.String()
+}
+
+// indexOf returns the index of the row of the gateway named base alone.
+func indexOf(base string) int {
+	for i, r := range rows {
+		if r.gateway == base && r.path == "/" && r.name == base {
+			return i
+		}
+	}
+	panic("no row for " + base)
 }
 
 func cpuModel() string {
