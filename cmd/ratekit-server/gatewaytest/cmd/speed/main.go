@@ -60,10 +60,10 @@ func main() {
 	runs := map[string][]wrkResult{}
 	for r := range *rounds {
 		for _, row := range rows {
-			before, closed := b.cpu(row.gateway), b.closedChecks()
+			before, start := b.cpu(row.gateway), time.Now()
 			res, err := runWrk(b.gateways[row.gateway]+row.path, *threads, *conns, *dur)
 			res.cpu = b.cpu(row.gateway).sub(before)
-			res.closed = b.closedChecks() - closed
+			res.closed = b.closedChecks(start)
 			if err != nil {
 				b.stop()
 				log.Fatalf("%s: %v", row.name, err)
@@ -255,18 +255,25 @@ func (b *bench) setup() error {
 	return err
 }
 
-// closedChecks counts the connections to the replicas' HTTP ports in
-// TIME-WAIT: the connections a gateway closed rather than kept for its next
-// check (they stay in TIME-WAIT for a minute, longer than a run).
-func (b *bench) closedChecks() int {
-	out, err := exec.Command("ss", "-Htan", "state", "time-wait").Output()
+// closedChecks counts the connections to the replicas' HTTP ports that a
+// gateway closed, rather than kept for its next check, since start: the
+// sockets in TIME-WAIT whose 60 s timer started after start (ss reports
+// the time left in whole seconds, so a second of slack may count a few
+// closed just before).
+func (b *bench) closedChecks(start time.Time) int {
+	out, err := exec.Command("ss", "-Htano", "state", "time-wait").Output()
 	if err != nil {
 		return 0
 	}
+	minLeft := 60 - int(time.Since(start).Seconds()) - 1
 	n := 0
 	for _, l := range strings.Split(string(out), "\n") {
 		f := strings.Fields(l)
-		if len(f) < 4 {
+		if len(f) < 5 {
+			continue
+		}
+		left, ok := timeWaitLeft(f[4])
+		if !ok || left < minLeft {
 			continue
 		}
 		for _, r := range b.replicas {
@@ -276,6 +283,26 @@ func (b *bench) closedChecks() int {
 		}
 	}
 	return n
+}
+
+// timeWaitLeft reads the seconds left of "timer:(timewait,21sec,0)" (or
+// "1min").
+func timeWaitLeft(s string) (int, bool) {
+	s, ok := strings.CutPrefix(s, "timer:(timewait,")
+	if !ok {
+		return 0, false
+	}
+	s, _, _ = strings.Cut(s, ",")
+	if m, ok := strings.CutSuffix(s, "min"); ok {
+		n, err := strconv.Atoi(m)
+		return n * 60, err == nil
+	}
+	s = strings.TrimSuffix(s, "sec")
+	if i := strings.IndexByte(s, '.'); i >= 0 {
+		s = s[:i]
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil
 }
 
 // cpu is the CPU time the processes of a run used: the gateway (its
