@@ -250,12 +250,13 @@ next:
 	return req, nil
 }
 
-// headerValue reads an entry's value from its header's last line: the
-// line a gateway that adds a line rather than replacing one wrote. It
-// reports false when a value_from header is absent or empty; an ip_from
-// header must be there, since a gateway always knows the client's address:
-// without it the gateway is misconfigured, and letting its requests
-// through unlimited would hide that.
+// headerValue reads an entry's value from its header: for value_from, the
+// last line, the one a gateway that adds a line rather than replacing one
+// wrote; for ip_from, the client's address in every line, read from the
+// right. It reports false when a value_from header is absent or empty; an
+// ip_from header must be there, since a gateway always knows the client's
+// address: without it the gateway is misconfigured, and letting its
+// requests through unlimited would hide that.
 func headerValue(h http.Header, e checkEntry, ipKey core.KeyFunc) (string, bool, error) {
 	var v string
 	if lines := h[e.value]; len(lines) > 0 {

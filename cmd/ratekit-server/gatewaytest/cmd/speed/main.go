@@ -10,7 +10,7 @@
 // It then measures what nginx's limit_req gets wrong across instances, and
 // writes both tables into the marked section of -out. Run by hand:
 //
-//	cd cmd/ratekit-server/gatewaytest && go run ./cmd/speed -out ../../../docs/benchmarks-gateways.md
+//	cd cmd/ratekit-server/gatewaytest && go run ./cmd/speed -rounds 7 -d 6s -out ../../../docs/benchmarks-gateways.md
 package main
 
 import (
@@ -36,8 +36,8 @@ import (
 
 func main() {
 	var (
-		rounds  = flag.Int("rounds", 3, "alternating rounds")
-		dur     = flag.Duration("d", 10*time.Second, "wrk's duration per gateway and round")
+		rounds  = flag.Int("rounds", 7, "alternating rounds")
+		dur     = flag.Duration("d", 6*time.Second, "wrk's duration per row and round")
 		conns   = flag.Int("c", 64, "wrk's connections")
 		threads = flag.Int("t", 2, "wrk's threads")
 		out     = flag.String("out", "", "markdown file whose marked section gets the tables (stdout when empty)")
