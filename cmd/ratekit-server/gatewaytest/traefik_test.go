@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,11 +15,12 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Traefik is not packaged here, so its guide's dynamic configuration is
-// checked for its shape, not run: it must decode, with unknown keys
-// refused, into these structs of the fields Traefik documents for the file
-// provider's routers, forwardAuth middlewares and load-balanced services
-// (doc.traefik.io, "Routers", "ForwardAuth", "Services"; Traefik v3).
+// Traefik is not packaged here, so its guide's configurations are checked
+// for their shape, not run: they must decode, with unknown keys refused,
+// into these structs of the fields Traefik documents for the file
+// provider's routers, forwardAuth middlewares and load-balanced services,
+// and for entry points and providers (doc.traefik.io, "Routers",
+// "ForwardAuth", "Services", "EntryPoints", "File"; Traefik v3).
 type traefikDynamic struct {
 	HTTP struct {
 		Routers     map[string]traefikRouter     `yaml:"routers"`
@@ -76,23 +76,61 @@ type traefikService struct {
 	} `yaml:"loadBalancer"`
 }
 
-// traefikConfig decodes the guide's dynamic configuration strictly.
-func traefikConfig(t *testing.T) traefikDynamic {
+// traefikStatic holds the static configuration's fields the guide may
+// use: entry points (address, forwardedHeaders) and the file provider.
+type traefikStatic struct {
+	EntryPoints map[string]struct {
+		Address          string `yaml:"address"`
+		ForwardedHeaders *struct {
+			TrustedIPs []string `yaml:"trustedIPs"`
+			Insecure   bool     `yaml:"insecure"`
+		} `yaml:"forwardedHeaders"`
+	} `yaml:"entryPoints"`
+	Providers struct {
+		File *struct {
+			Filename  string `yaml:"filename"`
+			Directory string `yaml:"directory"`
+			Watch     bool   `yaml:"watch"`
+		} `yaml:"file"`
+	} `yaml:"providers"`
+}
+
+// strict decodes the guide's block name into v, unknown keys refused.
+func strict(t *testing.T, name string, v any) {
 	t.Helper()
 	doc, err := Guide("gateways-traefik.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := Block(doc, "traefik")
+	src, err := Block(doc, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c traefikDynamic
 	dec := yaml.NewDecoder(bytes.NewReader([]byte(src)))
 	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
-		t.Fatalf("the guide's Traefik configuration has a field forwardAuth, routers or services do not document: %v", err)
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("the guide's Traefik configuration %s has a field Traefik does not document: %v", name, err)
 	}
+}
+
+// TestTraefikStaticShape checks the guide's static configuration: the
+// entry point the routers name, and the file provider.
+func TestTraefikStaticShape(t *testing.T) {
+	var st traefikStatic
+	strict(t, "traefik-static", &st)
+	if ep, ok := st.EntryPoints["web"]; !ok || ep.Address == "" {
+		t.Fatalf("no entry point web with an address: %+v", st.EntryPoints)
+	}
+	if f := st.Providers.File; f == nil || f.Filename == "" {
+		t.Fatal("no file provider with a filename")
+	}
+}
+
+// traefikConfig decodes the guide's dynamic configuration strictly.
+func traefikConfig(t *testing.T) traefikDynamic {
+	t.Helper()
+	var c traefikDynamic
+	strict(t, "traefik", &c)
 	return c
 }
 
@@ -125,7 +163,8 @@ func (c traefikDynamic) route(t *testing.T, path string) string {
 // TestTraefikConfigShape checks the guide's dynamic configuration: it
 // decodes into the documented fields; each path goes to the router meant
 // for it, /healthz without ratekit; every forwardAuth asks /check with
-// trustForwardHeader false; every router's middlewares and service exist.
+// trustForwardHeader false; every router's entry points, middlewares and
+// service exist.
 func TestTraefikConfigShape(t *testing.T) {
 	c := traefikConfig(t)
 	for path, want := range map[string]string{"/": "app", "/orders/7": "app", "/login": "login", "/healthz": "healthz"} {
@@ -133,9 +172,16 @@ func TestTraefikConfigShape(t *testing.T) {
 			t.Errorf("%s goes to router %q, want %q", path, got, want)
 		}
 	}
+	var st traefikStatic
+	strict(t, "traefik-static", &st)
 	for name, r := range c.HTTP.Routers {
-		if !slices.Equal(r.EntryPoints, []string{"web"}) {
-			t.Errorf("router %s: entryPoints %v", name, r.EntryPoints)
+		for _, ep := range r.EntryPoints {
+			if _, ok := st.EntryPoints[ep]; !ok {
+				t.Errorf("router %s: entry point %s is not in the static configuration", name, ep)
+			}
+		}
+		if len(r.EntryPoints) == 0 {
+			t.Errorf("router %s: no entry point", name)
 		}
 		if s, ok := c.HTTP.Services[r.Service]; !ok || s.LoadBalancer == nil || len(s.LoadBalancer.Servers) == 0 {
 			t.Errorf("router %s: service %q is not a load balancer with servers", name, r.Service)
