@@ -23,9 +23,8 @@ import (
 )
 
 // Each front door translates its protocol to the one Service and back,
-// and holds no limiting logic of its own: gRPC (rlsServer), /json, and
-// the admin endpoints. A forward-auth door (GET /check) belongs beside
-// them, over the same Service.
+// and holds no limiting logic of its own: gRPC (rlsServer), /json, the
+// admin endpoints, and forward auth (GET /check, forwardauth.go).
 
 // rlsServer is envoy's RateLimitService over gRPC.
 type rlsServer struct {

@@ -205,6 +205,11 @@ func (s *Server) listen(reg *prometheus.Registry) error {
 	mux := http.NewServeMux()
 	mux.Handle("/healthcheck", s.health)
 	mux.Handle("/json", jsonHandler(s.svc, s.log))
+	ipKey, err := newIPKey(set.TrustedProxies)
+	if err != nil {
+		return fmt.Errorf("RATEKIT_TRUSTED_PROXIES: %w", err)
+	}
+	mux.Handle("/check", checkHandler(s.svc, ipKey, s.log))
 	if set.AdminToken != "" {
 		admin := adminHandler(s.svc, set.AdminToken, s.log)
 		mux.Handle("/admin/quota", admin)

@@ -119,6 +119,8 @@ type descriptor struct {
 	status    *rlspb.RateLimitResponse_DescriptorStatus // the cache's answer
 	cached    bool                                      // a local denial answered
 	counts    []int64                                   // the store's counts, when it answered
+	result    core.Result                               // the deciding limit's result, in the library's terms
+	decided   bool                                      // result is set
 }
 
 // ShouldRateLimit answers req as envoyproxy/ratelimit would.
@@ -131,32 +133,38 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlspb.RateLimitReque
 }
 
 func (s *Service) shouldRateLimit(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, error) {
+	resp, _, err := s.run(ctx, req)
+	return resp, err
+}
+
+// run answers req and returns its descriptors as decided.
+func (s *Service) run(ctx context.Context, req *rlspb.RateLimitRequest) (*rlspb.RateLimitResponse, []descriptor, error) {
 	if req.GetDomain() == "" {
-		return nil, fmt.Errorf("%w: rate limit domain must not be empty", ErrBadRequest)
+		return nil, nil, fmt.Errorf("%w: rate limit domain must not be empty", ErrBadRequest)
 	}
 	if len(req.GetDescriptors()) == 0 {
-		return nil, fmt.Errorf("%w: rate limit descriptor list must not be empty", ErrBadRequest)
+		return nil, nil, fmt.Errorf("%w: rate limit descriptor list must not be empty", ErrBadRequest)
 	}
 	if n := len(req.GetDescriptors()); n > MaxDescriptors {
-		return nil, fmt.Errorf("%w: %d descriptors in one request; at most %d", ErrBadRequest, n, MaxDescriptors)
+		return nil, nil, fmt.Errorf("%w: %d descriptors in one request; at most %d", ErrBadRequest, n, MaxDescriptors)
 	}
 	for i, d := range req.GetDescriptors() {
 		if n := len(d.GetEntries()); n > MaxEntries {
-			return nil, fmt.Errorf("%w: descriptor %d has %d entries; at most %d", ErrBadRequest, i, n, MaxEntries)
+			return nil, nil, fmt.Errorf("%w: descriptor %d has %d entries; at most %d", ErrBadRequest, i, n, MaxEntries)
 		}
 	}
 	cfg := s.cfg.Load()
 	if cfg == nil {
-		return nil, ErrNoConfig
+		return nil, nil, ErrNoConfig
 	}
 	ds, err := s.plan(cfg, req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := s.decide(ctx, req.GetDomain(), ds); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.answer(req, ds), nil
+	return s.answer(req, ds), ds, nil
 }
 
 // Bounds of one request: envoy's own filters send a handful of
@@ -376,9 +384,12 @@ func compatRule(l config.Limit) core.Rule {
 func (s *Service) decideCompat(ctx context.Context, d *descriptor) error {
 	if d.limit.RequestsPerUnit == 0 {
 		// no library limit holds 0: every hit is over, counted nowhere
-		d.status = s.status(rlspb.RateLimitResponse_OVER_LIMIT, d, 0, s.windowLeft(d.limit.Period))
+		left := s.windowLeft(d.limit.Period)
+		d.status = s.status(rlspb.RateLimitResponse_OVER_LIMIT, d, 0, left)
+		d.setResult(core.Result{Limit: core.Limit{Period: d.limit.Period, Algorithm: core.FixedWindow}, RetryAfter: -1, ResetAfter: left}) // no wait helps
 		if d.hits == 0 {
 			d.status.Code = rlspb.RateLimitResponse_OK
+			d.result.Allowed, d.result.RetryAfter = true, 0
 		}
 		return nil
 	}
@@ -400,7 +411,7 @@ func (s *Service) decideCompat(ctx context.Context, d *descriptor) error {
 			}
 			// a look spends nothing: with Redis away, say what is known
 			s.log.Debug("a look (hits_addend 0) without Redis answers OK", "error", err)
-			d.status = s.status(rlspb.RateLimitResponse_OK, d, d.limit.RequestsPerUnit, s.windowLeft(d.limit.Period))
+			s.unknownLook(d)
 			return nil
 		}
 		d.settle(s, r, call)
@@ -434,11 +445,23 @@ func (d *descriptor) settle(s *Service, r core.Result, call *compat.Call) {
 		// the window's end by the local clock
 		reset = s.windowLeft(d.limit.Period)
 	}
+	d.setResult(r)
 	if r.Allowed {
 		d.status = s.status(rlspb.RateLimitResponse_OK, d, uint32(r.Remaining), reset)
 		return
 	}
 	d.status = s.status(rlspb.RateLimitResponse_OVER_LIMIT, d, 0, reset)
+}
+
+func (d *descriptor) setResult(r core.Result) { d.result, d.decided = r, true }
+
+// unknownLook answers a look at d made without Redis: OK, the whole limit
+// left, which is what is known.
+func (s *Service) unknownLook(d *descriptor) {
+	left := s.windowLeft(d.limit.Period)
+	d.status = s.status(rlspb.RateLimitResponse_OK, d, d.limit.RequestsPerUnit, left)
+	lim := d.limit.Core()
+	d.setResult(core.Result{Limit: lim, Allowed: true, Remaining: lim.Capacity(), ResetAfter: left, Degraded: true})
 }
 
 func (s *Service) storeError(ctx context.Context, err error) error {
@@ -531,7 +554,7 @@ func (s *Service) peekNative(ctx context.Context, d *descriptor, rules []core.Ru
 				return ctx.Err()
 			}
 			s.log.Debug("a look (hits_addend 0) without Redis answers OK", "error", err)
-			d.status = s.status(rlspb.RateLimitResponse_OK, d, d.limit.RequestsPerUnit, s.windowLeft(d.limit.Period))
+			s.unknownLook(d)
 			return nil
 		}
 		if best < 0 || !res.Allowed && bestR.Allowed || res.Allowed == bestR.Allowed && res.Remaining < bestR.Remaining {

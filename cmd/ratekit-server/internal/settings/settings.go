@@ -9,6 +9,7 @@ package settings
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/keyfuncs"
 )
 
 // Settings are the server's settings.
@@ -90,6 +92,9 @@ type Settings struct {
 	BreakerFailures   int
 	BreakerBackoff    time.Duration
 	BreakerMaxBackoff time.Duration
+	// TrustedProxies are the proxies in front of the gateways, whose
+	// addresses /check's ip_from= skips in a forwarded list.
+	TrustedProxies []netip.Prefix
 }
 
 // Setting is one variable the server reads.
@@ -175,6 +180,7 @@ var Table = []Setting{
 	{"RATEKIT_BREAKER_FAILURES", "5", "consecutive failures that open the circuit breaker", integer(func(s *Settings) *int { return &s.BreakerFailures })},
 	{"RATEKIT_BREAKER_BACKOFF", "100ms", "first wait before probing Redis again", duration(func(s *Settings) *time.Duration { return &s.BreakerBackoff })},
 	{"RATEKIT_BREAKER_MAX_BACKOFF", "1s", "longest wait between probes", duration(func(s *Settings) *time.Duration { return &s.BreakerMaxBackoff })},
+	{"RATEKIT_TRUSTED_PROXIES", "", "addresses and CIDRs of proxies in front of the gateways, comma-separated: /check's ip_from= walks a forwarded list from the right past them", prefixes(func(s *Settings) *[]netip.Prefix { return &s.TrustedProxies })},
 }
 
 // Load reads the settings through lookup (os.LookupEnv). It returns notes
@@ -247,6 +253,11 @@ func (s *Settings) check(lookup func(string) (string, bool)) []error {
 	if s.AdminToken != "" && len(s.AdminToken) < 16 {
 		add("RATEKIT_ADMIN_TOKEN is shorter than 16 bytes")
 	}
+	if len(s.TrustedProxies) > 0 {
+		if _, err := keyfuncs.IP(keyfuncs.TrustedProxies(s.TrustedProxies...)); err != nil {
+			add("RATEKIT_TRUSTED_PROXIES: %v", err)
+		}
+	}
 	return errs
 }
 
@@ -283,6 +294,17 @@ func boolean(f func(*Settings) *bool) func(*Settings, string) error {
 			return errors.New("not a boolean (true or false)")
 		}
 		*f(s) = b
+		return nil
+	}
+}
+
+func prefixes(f func(*Settings) *[]netip.Prefix) func(*Settings, string) error {
+	return func(s *Settings, v string) error {
+		ps, err := keyfuncs.ParsePrefixes(v)
+		if err != nil {
+			return errors.New(strings.TrimPrefix(err.Error(), "keyfuncs: "))
+		}
+		*f(s) = ps
 		return nil
 	}
 }

@@ -52,12 +52,21 @@ func TestRefused(t *testing.T) {
 		{[]string{"RUNTIME_SUBDIRECTORY", ""}, "RUNTIME_WATCH_ROOT=true needs RUNTIME_SUBDIRECTORY"},
 		{[]string{"MEMCACHE_HOST_PORT", "a:1"}, "MEMCACHE_HOST_PORT"},
 		{[]string{"RATEKIT_ADMIN_TOKEN", "short"}, "shorter than 16"},
+		{[]string{"RATEKIT_TRUSTED_PROXIES", "10.0.0.0/8, nonsense"}, `RATEKIT_TRUSTED_PROXIES="10.0.0.0/8, nonsense": parse prefix "nonsense"`},
+		{[]string{"RATEKIT_TRUSTED_PROXIES", "0.0.0.0/1, 128.0.0.0/1"}, "RATEKIT_TRUSTED_PROXIES: keyfuncs: the trusted proxies hold every address"},
 	} {
 		e := append([]string{"RUNTIME_SUBDIRECTORY", "x"}, tc.env...)
 		_, _, err := settings.Load(env(e...))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want an error containing %q", tc.env, err, tc.want)
 		}
+	}
+}
+
+func TestTrustedProxies(t *testing.T) {
+	s, _, err := settings.Load(env("RUNTIME_SUBDIRECTORY", "x", "RATEKIT_TRUSTED_PROXIES", "10.0.0.0/8, 192.0.2.1"))
+	if err != nil || len(s.TrustedProxies) != 2 || s.TrustedProxies[1].String() != "192.0.2.1/32" {
+		t.Fatalf("%v %v", s.TrustedProxies, err)
 	}
 }
 

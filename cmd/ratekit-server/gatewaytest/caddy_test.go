@@ -1,0 +1,72 @@
+//go:build linux
+
+package gatewaytest
+
+import (
+	"errors"
+	"testing"
+)
+
+// caddyfile returns the guide's Caddyfile with its example addresses made
+// the test's.
+func caddyfile(t *testing.T, e *edge, addr, admin string) string {
+	t.Helper()
+	doc, err := Guide("gateways-caddy-forward-auth.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := Block(doc, "caddy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err = Substitute(cf,
+		"admin localhost:2019", "admin "+admin,
+		"http://:8000", "http://"+addr,
+		"ratekit-a:8080 ratekit-b:8080", e.replicas[0].HTTP+" "+e.replicas[1].HTTP,
+		"app:9000", e.app.Addr())
+	if err != nil {
+		t.Fatalf("the guide's Caddyfile: %v", err)
+	}
+	return cf
+}
+
+// startCaddy starts two caddy processes with the guide's Caddyfile.
+func startCaddy(t *testing.T, e *edge) []string {
+	t.Helper()
+	require(t, "caddy")
+	dir := t.TempDir()
+	var addrs []string
+	for _, name := range []string{"caddy-1", "caddy-2"} {
+		var p *Proc
+		err := retry(func() (err error) {
+			addr, err1 := FreePort()
+			admin, err2 := FreePort()
+			if err = errors.Join(err1, err2); err != nil {
+				return err
+			}
+			p, err = StartCaddy(dir, name, addr, caddyfile(t, e, addr, admin))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := p.Addr
+		t.Cleanup(func() {
+			p.Stop()
+			if t.Failed() {
+				t.Logf("%s:\n%s", name, p.Log())
+			}
+		})
+		addrs = append(addrs, addr)
+	}
+	return addrs
+}
+
+// TestCaddyForwardAuth runs the guide's Caddyfile: two Debian caddy
+// processes, each asking two ratekit-server replicas in turn, on one
+// redis-server.
+func TestCaddyForwardAuth(t *testing.T) {
+	e := startEdge(t, "gateways-caddy-forward-auth.md")
+	gws := startCaddy(t, e)
+	testGateway(t, e, gws, 502)
+}

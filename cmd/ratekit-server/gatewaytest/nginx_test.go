@@ -1,0 +1,257 @@
+//go:build linux
+
+package gatewaytest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"testing"
+	"time"
+)
+
+// nginxFiles returns the guide's nginx files with its example addresses
+// made the test's: listen on addr, the replicas and the app where they
+// run.
+func nginxFiles(t *testing.T, e *edge, addr string) map[string]string {
+	t.Helper()
+	doc, err := Guide("gateways-nginx.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	site, err := Block(doc, "nginx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check, err := Block(doc, "nginx-check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	site, err = Substitute(site,
+		"listen 8000;", "listen "+addr+";",
+		"server ratekit-a:8080;", "server "+e.replicas[0].HTTP+";",
+		"server ratekit-b:8080;", "server "+e.replicas[1].HTTP+";",
+		"server app:9000;", "server "+e.app.Addr()+";")
+	if err != nil {
+		t.Fatalf("the guide's nginx configuration: %v", err)
+	}
+	return map[string]string{"site.conf": site, "snippets/ratekit-check.conf": check}
+}
+
+// startNginx starts two nginx processes with the guide's configuration.
+func startNginx(t *testing.T, e *edge) []string {
+	t.Helper()
+	require(t, "nginx")
+	dir := t.TempDir()
+	var addrs []string
+	for _, name := range []string{"nginx-1", "nginx-2"} {
+		var p *Proc
+		err := retry(func() error {
+			addr, err := FreePort()
+			if err != nil {
+				return err
+			}
+			p, err = StartNginx(dir, name, addr, nginxFiles(t, e, addr), 1)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := p.Addr
+		t.Cleanup(func() {
+			p.Stop()
+			if t.Failed() {
+				t.Logf("%s:\n%s", name, p.Log())
+			}
+		})
+		addrs = append(addrs, addr)
+	}
+	return addrs
+}
+
+// TestNginx runs the guide's configuration: two nginx processes, each
+// asking two ratekit-server replicas in turn, on one redis-server.
+func TestNginx(t *testing.T) {
+	e := startEdge(t, "gateways-nginx.md")
+	gws := startNginx(t, e)
+	testGateway(t, e, gws, 500)
+}
+
+// testGateway checks what every gateway's guide promises, through
+// gateways configured by it: limits of 10 a minute per client address
+// and 3 a minute on /login, /healthz never limited; noReplica is the
+// gateway's status when no replica answers.
+func testGateway(t *testing.T, e *edge, gws []string, noReplica int) {
+	t.Run("exact across gateways and replicas", func(t *testing.T) {
+		awaitWindow(5 * time.Second)
+		c := newClient(t)
+		before := e.app.Hits()
+		as := c.burst(gws, "GET", "/", 30)
+		if n := count(t, as); n[200] != 10 || n[429] != 20 {
+			t.Fatalf("30 requests at once over %d gateways: %v; want 10 passed, 20 denied", len(gws), n)
+		}
+		if got := e.app.Hits() - before; got != 10 {
+			t.Fatalf("%d requests reached the app; want 10", got)
+		}
+		for _, a := range as {
+			if a.status == 429 {
+				checkDenied(t, a, 10)
+			} else if a.header.Get("X-RateLimit-Limit") != "10" || a.header.Get("RateLimit-Policy") == "" {
+				t.Errorf("an allowed answer without the headers: %v", a.header)
+			}
+		}
+		// a client-sent X-Forwarded-For picks no bucket of its own
+		forged := c.do("GET", "http://"+gws[0]+"/", nil, "X-Forwarded-For", "203.0.113.9")
+		if forged.status != 429 {
+			t.Fatalf("with a forged X-Forwarded-For: %d, want 429", forged.status)
+		}
+	})
+
+	t.Run("login", func(t *testing.T) {
+		awaitWindow(5 * time.Second)
+		c := newClient(t)
+		as := c.burst(gws, "POST", "/login", 9)
+		if n := count(t, as); n[200] != 3 || n[429] != 6 {
+			t.Fatalf("9 logins at once: %v; want 3 passed, 6 denied", n)
+		}
+		for _, a := range as {
+			if a.status == 429 {
+				checkDenied(t, a, 3)
+			}
+		}
+		// the logins counted toward the address's 10 as well
+		if n := count(t, c.burst(gws, "GET", "/", 10)); n[200] != 1 {
+			t.Fatalf("after 9 logins, 10 requests: %v; want 1 passed", n)
+		}
+	})
+
+	t.Run("upstream untouched", func(t *testing.T) {
+		c := newClient(t)
+		body := make([]byte, 300<<10)
+		_, _ = rand.Read(body)
+		sum := sha256.Sum256(body)
+		a := c.do("POST", "http://"+gws[1]+"/upload?x=1&y=%2F", body, "X-Custom", "one", "X-Custom", "two", "Content-Type", "application/octet-stream", "Authorization", "Bearer abc")
+		if a.status != 200 || a.body != "ok\n" {
+			t.Fatalf("%d %q", a.status, a.body)
+		}
+		checkHeaders(t, a, 10, 9)
+		seen := e.app.Seen()
+		s := seen[len(seen)-1]
+		if s.Method != "POST" || s.URI != "/upload?x=1&y=%2F" || s.BodyLen != len(body) || s.BodySHA256 != hex.EncodeToString(sum[:]) {
+			t.Fatalf("the app saw %s %s, %d bytes %s; want POST /upload?x=1&y=%%2F, %d bytes %x", s.Method, s.URI, s.BodyLen, s.BodySHA256, len(body), sum)
+		}
+		for k, want := range map[string][]string{"X-Custom": {"one", "two"}, "Authorization": {"Bearer abc"}, "Content-Type": {"application/octet-stream"}} {
+			if got := s.Header.Values(k); !slices.Equal(got, want) {
+				t.Errorf("the app saw %s %q, want %q", k, got, want)
+			}
+		}
+		for k := range s.Header {
+			if k == "X-Ratelimit-Limit" || k == "Ratelimit" || k == "Ratelimit-Policy" {
+				t.Errorf("the app saw %s", k)
+			}
+		}
+	})
+
+	t.Run("the app's own 403 passes", func(t *testing.T) {
+		c := newClient(t)
+		a := c.do("GET", "http://"+gws[0]+"/forbidden", nil)
+		if a.status != 403 || a.body != "the app says no\n" {
+			t.Fatalf("the app's 403: %d %q", a.status, a.body)
+		}
+		checkHeaders(t, a, 10, 9)
+	})
+
+	t.Run("healthz never limited", func(t *testing.T) {
+		c := newClient(t)
+		c.burst(gws, "GET", "/", 12) // the address is over its limit
+		before := e.app.Hits()
+		as := c.burst(gws, "GET", "/healthz", 40)
+		if n := count(t, as); n[200] != 40 {
+			t.Fatalf("/healthz: %v", n)
+		}
+		if got := e.app.Hits() - before; got != 40 {
+			t.Fatalf("%d of 40 /healthz reached the app", got)
+		}
+		for _, a := range as {
+			if a.header.Get("X-RateLimit-Limit") != "" {
+				t.Fatalf("/healthz answered with rate-limit headers: %v", a.header)
+			}
+		}
+	})
+
+	// while Redis is away each replica keeps its share of the limit,
+	// 10 / RATEKIT_REPLICAS, and the gateways ask the replicas in turn: 10
+	// of 30 pass, and each answer comes within the deadline
+	outage := func(t *testing.T, what string) {
+		c := newClient(t)
+		allowed := 0
+		var slowest time.Duration
+		for i := range 30 {
+			a := c.do("GET", "http://"+gws[i%len(gws)]+"/", nil)
+			if a.err != nil || (a.status != 200 && a.status != 429) {
+				t.Fatalf("request %d with Redis %s: %d %v", i, what, a.status, a.err)
+			}
+			if a.status == 200 {
+				allowed++
+			}
+			slowest = max(slowest, a.took)
+		}
+		t.Logf("with Redis %s: %d of 30 passed, slowest answer %v", what, allowed, slowest)
+		if allowed != 10 {
+			t.Errorf("with Redis %s, %d of 30 passed; want 10 (5 per replica)", what, allowed)
+		}
+		if slowest > timeout+time.Second {
+			t.Errorf("slowest answer %v; want within the deadline (%v) and a margin", slowest, timeout)
+		}
+	}
+	t.Run("redis killed", func(t *testing.T) {
+		awaitWindow(5 * time.Second)
+		e.redis.Kill(t)
+		outage(t, "killed")
+	})
+	t.Run("redis paused", func(t *testing.T) {
+		e.redis.Restart(t)
+		rdb := e.redis.Client(t)
+		c := newClient(t)
+		deadline := time.Now().Add(15 * time.Second)
+		for n, _ := rdb.DBSize(context.Background()).Result(); n == 0; n, _ = rdb.DBSize(context.Background()).Result() {
+			if time.Now().After(deadline) {
+				t.Fatal("the replicas are not back on Redis 15s after its restart")
+			}
+			c.do("GET", "http://"+gws[0]+"/", nil)
+			time.Sleep(100 * time.Millisecond)
+		}
+		awaitWindow(15 * time.Second)
+		e.redis.Pause(t)
+		defer e.redis.Resume(t)
+		outage(t, "paused")
+	})
+
+	t.Run("a replica down", func(t *testing.T) {
+		e.redis.Resume(t)
+		e.replicas[1].Stop()
+		c := newClient(t)
+		for i := range 12 {
+			a := c.do("GET", "http://"+gws[i%len(gws)]+"/", nil)
+			if a.err != nil || (a.status != 200 && a.status != 429) {
+				t.Fatalf("request %d with one replica down: %d %v; want the other replica's answer", i, a.status, a.err)
+			}
+		}
+	})
+	t.Run("no replica", func(t *testing.T) {
+		e.replicas[0].Stop()
+		c := newClient(t)
+		before := e.app.Hits()
+		for i := range 4 {
+			a := c.do("GET", "http://"+gws[i%len(gws)]+"/", nil)
+			if a.err != nil || a.status != noReplica {
+				t.Fatalf("request %d with no replica: %d %v; want the gateway's %d", i, a.status, a.err, noReplica)
+			}
+		}
+		if e.app.Hits() != before {
+			t.Fatal("with no replica, requests reached the app")
+		}
+	})
+}
