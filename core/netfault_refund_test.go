@@ -11,19 +11,20 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/netfault"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/internal/testkit"
 )
 
 // replies 70 ms late, every one: each decision misses the 50 ms deadline,
 // while Redis runs every script it is sent
-var late70 = netFault{"late70", "latency", "downstream", map[string]any{"latency": 70, "jitter": 0}}
+var late70 = netfault.Fault{Name: "late70", Type: "latency", Stream: "downstream", Attributes: map[string]any{"latency": 70, "jitter": 0}}
 
 // spikeRun is a Limiter over a client through a fault proxy to a
 // redis-server, and a Limiter over a client of the server itself, which
 // reads what the keys hold.
 type spikeRun struct {
-	proxy  *faultProxy
+	proxy  *netfault.Proxy
 	client *redis.Client
 	l      *core.Limiter
 	peeker *core.Limiter
@@ -35,8 +36,8 @@ type spikeRun struct {
 
 func startSpikeRun(t *testing.T, srv *redistest.Server, opts ...func(*redis.Options)) *spikeRun {
 	t.Helper()
-	r := &spikeRun{proxy: startFaultProxy(t, srv.Addr())}
-	o := &redis.Options{Addr: r.proxy.addr()}
+	r := &spikeRun{proxy: netfault.Start(t, srv.Addr())}
+	o := &redis.Options{Addr: r.proxy.Addr()}
 	for _, f := range opts {
 		f(o)
 	}
@@ -67,7 +68,7 @@ func startSpikeRun(t *testing.T, srv *redistest.Server, opts ...func(*redis.Opti
 func (r *spikeRun) shutdown() {
 	r.l.Close()
 	_ = r.client.Close()
-	r.proxy.stop()
+	r.proxy.Stop()
 	r.peeker.Close()
 	_ = r.direct.Close()
 }
@@ -123,7 +124,7 @@ func TestCountOnlyAfterLatencySpike(t *testing.T) {
 			// the same limit on another identity: its script is loaded
 			warmUp(t, r.l, 1, func(int) []core.Rule { return []core.Rule{rule("login", core.PerMinute(3), id+"-warm")} })
 
-			r.proxy.inject(t, late70)
+			r.proxy.Inject(t, late70)
 			degraded, refundErrs := 0, 0
 			for _, right := range []bool{true, true, false, true, true} {
 				d, err := r.login(t, login, right)
@@ -137,7 +138,7 @@ func TestCountOnlyAfterLatencySpike(t *testing.T) {
 					refundErrs++
 				}
 			}
-			r.proxy.lift(t, late70)
+			r.proxy.Lift(t, late70)
 			t.Logf("during the spike: 5 attempts, %d decided by the fallback, %d refunds that missed the deadline", degraded, refundErrs)
 			if degraded == 0 {
 				t.Fatal("fixture: no attempt missed the deadline")

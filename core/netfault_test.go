@@ -1,9 +1,7 @@
 package core_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Shopify/toxiproxy/v2"
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/netfault"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/internal/testkit"
 )
@@ -30,70 +27,20 @@ import (
 // also under -race) and the default failure policy, FailLocal. Run with -v
 // to see the figures the README quotes.
 
-// faultProxy is a toxiproxy proxy to one redis-server.
-type faultProxy struct{ p *toxiproxy.Proxy }
-
-// startFaultProxy starts a proxy to upstream on a free loopback port.
-func startFaultProxy(t *testing.T, upstream string) *faultProxy {
-	t.Helper()
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	p := toxiproxy.NewProxy(srv, "redis", "127.0.0.1:0", upstream)
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return &faultProxy{p}
-}
-
-// addr is the address clients dial to reach the server through the proxy.
-func (f *faultProxy) addr() string { return f.p.Listen }
-
-// stop closes the proxy's listener and every connection through it.
-func (f *faultProxy) stop() { f.p.Stop() }
-
-// netFault is a toxic, as toxiproxy's HTTP API would take it.
-type netFault struct {
-	Name       string         `json:"name"`
-	Type       string         `json:"type"`
-	Stream     string         `json:"stream"` // "upstream" (to Redis) or "downstream"
-	Attributes map[string]any `json:"attributes"`
-}
-
-// inject adds fault to every connection through the proxy, those open
-// and those to come, and returns when each open one has it.
-func (f *faultProxy) inject(t *testing.T, fault netFault) {
-	t.Helper()
-	b, err := json.Marshal(fault)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.p.Toxics.AddToxicJson(bytes.NewReader(b)); err != nil {
-		t.Fatalf("toxiproxy: %s: %v", fault.Name, err)
-	}
-}
-
-// lift removes fault. Data a toxic holds back (latency) goes on at once;
-// a toxic that stops data (timeout) closes its connections.
-func (f *faultProxy) lift(t *testing.T, fault netFault) {
-	t.Helper()
-	if err := f.p.Toxics.RemoveToxic(context.Background(), fault.Name); err != nil {
-		t.Fatalf("toxiproxy: %s: %v", fault.Name, err)
-	}
-}
-
 var (
 	// replies 60 to 100 ms late: every one misses the 50 ms deadline
-	latePastDeadline = netFault{"late", "latency", "downstream", map[string]any{"latency": 80, "jitter": 20}}
+	latePastDeadline = netfault.Fault{Name: "late", Type: "latency", Stream: "downstream", Attributes: map[string]any{"latency": 80, "jitter": 20}}
 	// replies 5 to 15 ms late: every one is within the deadline
-	lateWithinDeadline = netFault{"late", "latency", "downstream", map[string]any{"latency": 10, "jitter": 5}}
+	lateWithinDeadline = netfault.Fault{Name: "late", Type: "latency", Stream: "downstream", Attributes: map[string]any{"latency": 10, "jitter": 5}}
 	// commands go nowhere, and connections stay open: a timeout of 0
 	// never closes them
-	blackHole = netFault{"black-hole", "timeout", "upstream", map[string]any{"timeout": 0}}
+	blackHole = netfault.Fault{Name: "black-hole", Type: "timeout", Stream: "upstream", Attributes: map[string]any{"timeout": 0}}
 	// a connection is reset when a reply arrives, the reply dropped
-	resetOnReply = netFault{"reset", "reset_peer", "downstream", map[string]any{"timeout": 0}}
+	resetOnReply = netfault.Fault{Name: "reset", Type: "reset_peer", Stream: "downstream", Attributes: map[string]any{"timeout": 0}}
 	// a connection passes 3 bytes of the replies to come, then closes: every
 	// reply (the shortest, ":0\r\n", has 4) and every HELLO of a new
 	// connection is cut in the middle
-	cutMidReply = netFault{"cut", "limit_data", "downstream", map[string]any{"bytes": 3}}
+	cutMidReply = netfault.Fault{Name: "cut", Type: "limit_data", Stream: "downstream", Attributes: map[string]any{"bytes": 3}}
 )
 
 // netFaultTraffic is how many goroutines decide at once: enough to open the
@@ -125,7 +72,7 @@ func TestNetworkFaults(t *testing.T) {
 	srv := redistest.StartServer(t)
 	for _, fault := range []struct {
 		name     string
-		fault    netFault
+		fault    netfault.Fault
 		degrades bool
 	}{
 		{"latency-past-deadline", latePastDeadline, true},
@@ -183,18 +130,13 @@ func TestNetworkFaultFailClosed(t *testing.T) {
 // loaded machine). The run's own goroutines, and ratekit's, are still
 // checked.
 func proxyGoroutines() []goleak.Option {
-	return []goleak.Option{
-		goleak.IgnoreCurrent(),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2/toxics.(*ToxicStub).Run"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).read"),
-		goleak.IgnoreAnyFunction("github.com/Shopify/toxiproxy/v2.(*ToxicLink).write"),
-	}
+	return append([]goleak.Option{goleak.IgnoreCurrent()}, netfault.IgnoreLinks()...)
 }
 
 // netFaultRun is one run of traffic through a fault.
 type netFaultRun struct {
 	t      *testing.T
-	proxy  *faultProxy
+	proxy  *netfault.Proxy
 	client *redis.Client
 	l      *core.Limiter
 	stalls *stallWatch // of this process
@@ -223,8 +165,8 @@ type breakerChange struct {
 // client through it, and warms it up.
 func startNetFaultRun(t *testing.T, srv *redistest.Server, policy core.FailurePolicy, opts ...func(*redis.Options)) *netFaultRun {
 	t.Helper()
-	r := &netFaultRun{t: t, proxy: startFaultProxy(t, srv.Addr()), srv: srv}
-	o := &redis.Options{Addr: r.proxy.addr()}
+	r := &netFaultRun{t: t, proxy: netfault.Start(t, srv.Addr()), srv: srv}
+	o := &redis.Options{Addr: r.proxy.Addr()}
 	for _, f := range opts {
 		f(o)
 	}
@@ -265,12 +207,12 @@ func (r *netFaultRun) shutdown() {
 		r.l.Close()
 	}
 	_ = r.client.Close()
-	r.proxy.stop()
+	r.proxy.Stop()
 }
 
 // through runs traffic for a while, injects fault, runs it on for a while,
 // lifts it, and runs on until the breaker is closed and for a while after.
-func (r *netFaultRun) through(fault netFault) {
+func (r *netFaultRun) through(fault netfault.Fault) {
 	t := r.t
 	r.stalls = watchStalls()
 	defer r.stalls.close()
@@ -280,11 +222,11 @@ func (r *netFaultRun) through(fault netFault) {
 	stop := make(chan struct{})
 	wait := traffic(r.l, netFaultTraffic, ampleRules, &after, stop)
 	time.Sleep(200 * time.Millisecond)
-	r.proxy.inject(t, fault)
+	r.proxy.Inject(t, fault)
 	r.injected = time.Now()
 	time.Sleep(500 * time.Millisecond)
 	r.lifted = time.Now()
-	r.proxy.lift(t, fault)
+	r.proxy.Lift(t, fault)
 	for r.l.BreakerState() != core.BreakerClosed && time.Since(r.lifted) < 2*netFaultBack {
 		time.Sleep(time.Millisecond)
 	}
