@@ -25,7 +25,7 @@ import (
 //  3. fail closed: when the policy refused to decide, nothing passes
 //     (failClosed);
 //  4. report: the most restrictive result drives the headers, and each
-//     result goes to the observers and the debug log (mostRestrictive,
+//     result goes to the observers and the debug log (MostRestrictive,
 //     observe).
 
 // Check decides req against rules, in order, and spends each applicable
@@ -85,7 +85,7 @@ func (l *Limiter) CheckInto(ctx context.Context, req Request, rules []Rule, resu
 	if err != nil {
 		l.failClosed(&d)
 	}
-	d.Limiting = mostRestrictive(d.Results)
+	d.Limiting = MostRestrictive(d.Results)
 	l.observe(ctx, &d, p.rules)
 	return d, err
 }

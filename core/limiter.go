@@ -331,12 +331,15 @@ func (l *Limiter) storageKey(rule, identity string) (string, error) {
 	return storekey.Key(l.prefix, rule, identity)
 }
 
-// mostRestrictive picks the result that drives the X-RateLimit-* headers:
-// among denials the longest wait (a never-allowable cost first), else the
-// fewest units remaining relative to capacity, then the longest reset.
-// A denial that denied ranks above a shadow rule's, which ranks above any
-// allowance.
-func mostRestrictive(results []RuleResult) int {
+// MostRestrictive returns the index of the result among results that
+// drives the X-RateLimit-* headers, as [Limiter.Check] sets
+// [Decision.Limiting]: a denial first (one whose cost can never be allowed,
+// then the longest RetryAfter), then a shadow rule's denial, then the
+// allowance with the smallest share of its capacity left (the longer
+// ResetAfter on a tie); the first of equals. It returns -1 when results is
+// empty. An adapter that changes results after the decision, as one that
+// gives back a count-only rule's unit does, picks again with it.
+func MostRestrictive(results []RuleResult) int {
 	best := -1
 	for i := range results {
 		if best < 0 {

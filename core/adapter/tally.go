@@ -143,7 +143,7 @@ func (m *Middleware) answerHeaders(out *Outcome, status int) Headers {
 	}
 	d := out.Decision
 	d.Results = results
-	d.Limiting = limiting(results)
+	d.Limiting = core.MostRestrictive(results)
 	return m.headers(d, nil)
 }
 
@@ -161,50 +161,4 @@ func refunded(r core.Result, n int) core.Result {
 		r.ResetAfter = 0
 	}
 	return r
-}
-
-// limiting returns the index of the most restrictive of results, as
-// [core.Decision.Limiting] picks it: a denial (the longest wait first, a
-// request that can never pass before any), else a shadow rule's denial,
-// else the result with the smallest share of its capacity left (the
-// longer reset on a tie); the first of equals. -1 for no results.
-func limiting(results []core.RuleResult) int {
-	best := -1
-	for i := range results {
-		if best < 0 || moreRestrictive(&results[i], &results[best]) {
-			best = i
-		}
-	}
-	return best
-}
-
-// moreRestrictive reports whether a is strictly more restrictive than b.
-func moreRestrictive(a, b *core.RuleResult) bool {
-	if ra, rb := denialRank(a), denialRank(b); ra != rb {
-		return ra > rb
-	}
-	if !a.Allowed {
-		if a.Never() != b.Never() {
-			return a.Never()
-		}
-		return a.RetryAfter > b.RetryAfter
-	}
-	// remaining/capacity compared without division
-	sa := int64(a.Remaining) * int64(b.Limit.Capacity())
-	sb := int64(b.Remaining) * int64(a.Limit.Capacity())
-	if sa != sb {
-		return sa < sb
-	}
-	return a.ResetAfter > b.ResetAfter
-}
-
-// denialRank is 2 for a denial, 1 for a shadow rule's denial, 0 otherwise.
-func denialRank(r *core.RuleResult) int {
-	switch {
-	case r.Allowed:
-		return 0
-	case r.Shadow:
-		return 1
-	}
-	return 2
 }

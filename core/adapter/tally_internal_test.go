@@ -3,9 +3,7 @@ package adapter
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -75,57 +73,3 @@ func TestRefundedMatchesStore(t *testing.T) {
 		}
 	}
 }
-
-// limiting picks the result that core picks, of decisions a Limiter made
-// from random results.
-func TestLimitingMatchesCore(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	req := HTTPRequest(httptest.NewRequest("GET", "/", nil))
-	for i := range 500 {
-		store := answerStore{}
-		var rules []core.Rule
-		for j := range 1 + rng.IntN(4) {
-			c := 1 + rng.IntN(5)
-			r := core.Result{Limit: core.Limit{Rate: c, Period: time.Minute, Burst: c}, Allowed: rng.IntN(3) != 0}
-			r.Remaining = rng.IntN(c + 1)
-			r.ResetAfter = time.Duration(rng.IntN(3)) * time.Second
-			if !r.Allowed {
-				r.Remaining = 0
-				r.RetryAfter = time.Duration(1+rng.IntN(2)) * time.Second
-			}
-			id := fmt.Sprint("id:", j) // an identity per rule: a store call each
-			store[id] = r
-			rules = append(rules, core.Rule{Name: fmt.Sprint("r", j), Limit: r.Limit, Shadow: rng.IntN(3) == 0,
-				Key: func(core.Request) (string, error) { return id, nil }})
-		}
-		l, err := core.NewLimiter(store)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := l.Check(context.Background(), req, rules)
-		l.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := limiting(d.Results); got != d.Limiting {
-			t.Fatalf("case %d: limiting %d, core's %d, of %+v", i, got, d.Limiting, d.Results)
-		}
-	}
-}
-
-// answerStore answers each check with the result of its key's identity,
-// the part of the key within braces.
-type answerStore map[string]core.Result
-
-func (s answerStore) AllowAllN(_ context.Context, checks []core.Check, _ int) ([]core.Result, error) {
-	out := make([]core.Result, len(checks))
-	for i, c := range checks {
-		id := c.Key[strings.IndexByte(c.Key, '{')+1 : len(c.Key)-1]
-		out[i] = s[id]
-	}
-	return out, nil
-}
-
-// Traits implements core.TraitsReporter: an in-process store, called
-// directly.
-func (answerStore) Traits() core.Traits { return core.Traits{InProcess: true} }
