@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/rediserr"
+	"github.com/ratekit/ratekit/internal/redisopt"
 )
 
 var (
@@ -89,7 +90,7 @@ func New(client redis.Scripter, opts ...Option) (*Limiter, error) {
 	}
 	l := &Limiter{
 		client:    client,
-		keeps:     keepsDeadlines(client),
+		keeps:     redisopt.KeepsDeadlines(client),
 		prefix:    core.DefaultPrefix,
 		lease:     DefaultLease,
 		timeout:   DefaultTimeout,
@@ -151,20 +152,6 @@ func (l *Limiter) start() {
 func realTicker(d time.Duration) (<-chan time.Time, func()) {
 	t := time.NewTicker(d)
 	return t.C, t.Stop
-}
-
-// keepsDeadlines reports whether client returns by its context's deadline
-// on its own: go-redis does with ContextTimeoutEnabled.
-func keepsDeadlines(client redis.Scripter) bool {
-	switch c := client.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return false
 }
 
 // Close stops renewing leases and waits for the renewal goroutine and for

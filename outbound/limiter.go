@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/ratekit/ratekit/internal/redisopt"
 	"github.com/ratekit/ratekit/internal/storekey"
 )
 
@@ -126,7 +127,7 @@ func New(client redis.Scripter, name string, limit Limit, opts ...Option) (*Limi
 		}
 	}
 	l := &Limiter{
-		client: client, keeps: keepsDeadlines(client), name: name, limit: limit, cfg: cfg,
+		client: client, keeps: redisopt.KeepsDeadlines(client), name: name, limit: limit, cfg: cfg,
 		channel: cfg.prefix + name + ":pauses", member: rand.Text(),
 		now: time.Now, keys: make(map[string]*keyState), stop: make(chan struct{}),
 	}
@@ -158,20 +159,6 @@ func (l *Limiter) configArgs() []any {
 }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
-
-// keepsDeadlines reports whether client gives up at its context's deadline
-// by itself: go-redis does with ContextTimeoutEnabled.
-func keepsDeadlines(client redis.Scripter) bool {
-	switch c := client.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return false
-}
 
 // Name returns the Limiter's name.
 func (l *Limiter) Name() string { return l.name }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/rediserr"
+	"github.com/ratekit/ratekit/internal/redisopt"
 	"github.com/ratekit/ratekit/internal/storecheck"
 )
 
@@ -117,7 +118,7 @@ func New(client redis.Scripter, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{client: client, born: time.Now(), keeps: clientKeepsDeadlines(client)}
+	s := &Store{client: client, born: time.Now(), keeps: redisopt.KeepsDeadlines(client)}
 	s.proc, _ = client.(processor)
 	s.cluster, _ = client.(*redis.ClusterClient)
 	// a plain client talks to one server (or one Sentinel-watched master),
@@ -165,20 +166,6 @@ func (s *Store) Traits() core.Traits {
 		t.Shard = func(key string) string { return ringShard(r, key) }
 	}
 	return t
-}
-
-// clientKeepsDeadlines reports whether client keeps its calls within their
-// context's deadline: a go-redis client with ContextTimeoutEnabled.
-func clientKeepsDeadlines(client redis.Scripter) bool {
-	switch c := client.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return false
 }
 
 // bounded runs f, a call that does not go through the batcher, within
