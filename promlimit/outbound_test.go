@@ -1,52 +1,23 @@
 package promlimit_test
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/redis/go-redis/v9"
 
-	"github.com/ratekit/ratekit/outbound"
+	"github.com/ratekit/ratekit/internal/testkit"
 	"github.com/ratekit/ratekit/promlimit"
 )
 
-type answer func(*http.Request) (*http.Response, error)
-
-func (f answer) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // TestOutbound: the outbound metrics after known waits and a 429.
 func TestOutbound(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer rdb.Close()
 	c, err := promlimit.NewOutbound(promlimit.WithConstLabels(map[string]string{"app": "t"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := outbound.New(rdb, "api", outbound.PerSecond(1000).WithBurst(10), outbound.WithObserver(c))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	for range 3 {
-		if err := l.Wait(t.Context(), "k"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tr := &outbound.Transport{Limiter: l, Base: answer(func(r *http.Request) (*http.Response, error) {
-		h := http.Header{"Retry-After": {"2"}}
-		return &http.Response{StatusCode: http.StatusTooManyRequests, Header: h, Body: http.NoBody, Request: r}, nil
-	})}
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://upstream.test/", nil)
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	testkit.OutboundTraffic(t, c)
 	want := `
 # HELP ratekit_outbound_pauses_total Pauses this process set for the whole fleet, by reason.
 # TYPE ratekit_outbound_pauses_total counter
