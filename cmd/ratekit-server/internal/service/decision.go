@@ -41,49 +41,6 @@ func decision(resp *rlspb.RateLimitResponse, ds []descriptor) core.Decision {
 		r.Shadow = !r.Allowed && (dec.Allowed || resp.GetStatuses()[i].GetCode() == rlspb.RateLimitResponse_OK)
 		dec.Results = append(dec.Results, r)
 	}
-	dec.Limiting = mostRestrictive(dec.Results)
+	dec.Limiting = core.MostRestrictive(dec.Results)
 	return dec
-}
-
-// mostRestrictive picks a Decision's Limiting as the Limiter does: the
-// denial with the longest wait (one that no wait helps first), else a
-// shadow result's denial, else the result with the smallest share of its
-// capacity left.
-func mostRestrictive(rs []core.RuleResult) int {
-	best := -1
-	for i := range rs {
-		if best < 0 || moreRestrictive(&rs[i], &rs[best]) {
-			best = i
-		}
-	}
-	return best
-}
-
-func denialRank(r *core.RuleResult) int {
-	switch {
-	case r.Allowed:
-		return 0
-	case r.Shadow:
-		return 1
-	}
-	return 2
-}
-
-func moreRestrictive(a, b *core.RuleResult) bool {
-	if ra, rb := denialRank(a), denialRank(b); ra != rb {
-		return ra > rb
-	}
-	if !a.Allowed {
-		if a.Never() != b.Never() {
-			return a.Never()
-		}
-		return a.RetryAfter > b.RetryAfter
-	}
-	// remaining/capacity compared without division
-	x := int64(a.Remaining) * int64(b.Limit.Capacity())
-	y := int64(b.Remaining) * int64(a.Limit.Capacity())
-	if x != y {
-		return x < y
-	}
-	return a.ResetAfter > b.ResetAfter
 }
