@@ -407,6 +407,15 @@ func (p *parser) list(pr pair) ([]*yaml.Node, error) {
 	return out, nil
 }
 
+// checkedList returns the elements of a list value, as list does, once
+// leafTypes has checked the whole value.
+func (p *parser) checkedList(pr pair) ([]*yaml.Node, error) {
+	if err := p.leafTypes(pr.value, 0); err != nil {
+		return nil, err
+	}
+	return p.list(pr)
+}
+
 func (p *parser) parseRoot(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode && resolve(n).kind == kindNull {
 		return p.errf(n, "config file cannot have empty domain")
@@ -616,6 +625,35 @@ func limitName(ls []Limit, i int) string {
 // LimitName names the i-th limit of r in storage keys.
 func (r *Rule) LimitName(i int) string { return limitName(r.Limits, i) }
 
+// limitBlock is one rate_limit block or one of ratekit's limits as it is
+// read: the limit so far, and the values and nodes of the keys that are
+// checked together once every key is read.
+type limitBlock struct {
+	n            *yaml.Node // the block
+	rule         *Rule      // the descriptor's rule for rate_limit, nil for one of ratekit's limits
+	l            Limit
+	unit         string
+	unlimited    bool
+	mult, burst  uint32
+	replaceNodes []*yaml.Node
+	// the nodes of the keys given, nil for those not given
+	unitNode, periodNode, algNode, burstNode, multNode *yaml.Node
+}
+
+// limitKeys holds the reader of each key a limit uses; checkKey checks
+// the others.
+var limitKeys = map[string]func(*parser, *limitBlock, pair) error{
+	"requests_per_unit": (*parser).limitRequestsPerUnit,
+	"unit":              (*parser).limitUnit,
+	"name":              (*parser).limitName,
+	"unlimited":         (*parser).limitUnlimited,
+	"replaces":          (*parser).limitReplaces,
+	"algorithm":         (*parser).limitAlgorithm,
+	"burst":             (*parser).limitBurst,
+	"unit_multiplier":   (*parser).limitUnitMultiplier,
+	"period":            (*parser).limitPeriod,
+}
+
 // limit reads one rate_limit block (rule set) or one of ratekit's limits
 // (rule nil, inheriting from first).
 func (p *parser) limit(n *yaml.Node, rule *Rule, level string, first *Limit) (Limit, error) {
@@ -623,147 +661,210 @@ func (p *parser) limit(n *yaml.Node, rule *Rule, level string, first *Limit) (Li
 	if err != nil {
 		return Limit{}, err
 	}
-	var (
-		l                    Limit
-		unit                 string
-		unitNode, periodNode *yaml.Node
-		algNode, burstNode   *yaml.Node
-		mult                 uint32
-		multNode             *yaml.Node
-		unlimited, algGiven  bool
-		replaceNodes         []*yaml.Node
-		burstVal             uint32
-	)
+	b := &limitBlock{n: n, rule: rule}
 	if first != nil {
-		l.Algorithm = first.Algorithm
+		b.l.Algorithm = first.Algorithm
 	} else {
-		l.Algorithm = p.opts.DefaultAlgorithm
+		b.l.Algorithm = p.opts.DefaultAlgorithm
 	}
 	for _, pr := range prs {
-		switch pr.key {
-		case "requests_per_unit":
-			l.RequestsPerUnit, err = p.uint32(pr)
-		case "unit":
-			unit, err = p.str(pr)
-			unitNode = pr.value
-		case "name":
-			l.Name, err = p.str(pr)
-		case "unlimited":
-			if rule == nil {
-				err = p.errf(pr.knode, "a limit in limits cannot be unlimited")
-				break
-			}
-			unlimited, err = p.boolean(pr)
-		case "replaces":
-			if rule == nil {
-				err = p.errf(pr.knode, "replaces belongs in rate_limit")
-				break
-			}
-			if err = p.leafTypes(pr.value, 0); err == nil {
-				replaceNodes, err = p.list(pr)
-			}
-		case "algorithm":
-			var s string
-			if s, err = p.str(pr); err == nil {
-				l.Algorithm, err = ParseAlgorithm(s)
-				if err != nil {
-					err = p.errf(pr.value, "%s", err)
-				}
-				algGiven, algNode = true, pr.value
-			}
-		case "burst":
-			burstVal, err = p.uint32(pr)
-			burstNode = pr.value
-		case "unit_multiplier":
-			mult, err = p.uint32(pr)
-			multNode = pr.value
-		case "period":
-			var s string
-			if s, err = p.str(pr); err == nil {
-				periodNode = pr.value
-				l.Period, err = time.ParseDuration(s)
-				if err != nil || l.Period <= 0 {
-					err = p.errf(pr.value, "period %q is no positive Go duration (such as 90s or 5m)", s)
-				}
-			}
-		default:
+		if read, ok := limitKeys[pr.key]; ok {
+			err = read(p, b, pr)
+		} else {
 			err = p.checkKey(pr, level, false)
 		}
 		if err != nil {
 			return Limit{}, err
 		}
 	}
-	_ = algGiven
-	u, validUnit := rlspb.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(unit)]
-	validUnit = validUnit && u != int32(rlspb.RateLimitResponse_RateLimit_UNKNOWN)
-	l.Unit = Unit(u)
-	if unlimited {
+	u, validUnit := unitNamed(b.unit)
+	b.l.Unit = u
+	if b.unlimited {
 		if validUnit {
-			return Limit{}, p.errf(unitNode, "should not specify rate limit unit when unlimited")
+			return Limit{}, p.errf(b.unitNode, "should not specify rate limit unit when unlimited")
 		}
 		rule.Unlimited = true
 	}
 	if rule != nil {
-		for _, rn := range replaceNodes {
-			rprs, err := p.mapping(rn, "a replaces entry")
-			if err != nil {
-				return Limit{}, err
-			}
-			name := ""
-			for _, pr := range rprs {
-				if pr.key == "name" {
-					if name, err = p.str(pr); err != nil {
-						return Limit{}, err
-					}
-				} else if err := p.checkKey(pr, "replaces", false); err != nil {
-					return Limit{}, err
-				}
-			}
-			if name == "" {
-				return Limit{}, p.errf(rn, "should not have an empty replaces entry")
-			}
-			if name == l.Name {
-				return Limit{}, p.errf(rn, "replaces should not contain name of same descriptor")
-			}
-			rule.Replaces = append(rule.Replaces, name)
+		if err := p.replaces(b); err != nil {
+			return Limit{}, err
 		}
-		rule.Name = l.Name
+		rule.Name = b.l.Name
 	}
-	if unlimited {
-		for _, extra := range []*yaml.Node{algNode, burstNode, multNode, periodNode} {
-			if extra != nil {
-				return Limit{}, p.errf(extra, "an unlimited descriptor takes none of ratekit's limit keys")
-			}
+	if b.unlimited {
+		return p.unlimitedLimit(b)
+	}
+	return p.countedLimit(b, validUnit)
+}
+
+// limitRequestsPerUnit reads requests_per_unit.
+func (p *parser) limitRequestsPerUnit(b *limitBlock, pr pair) (err error) {
+	b.l.RequestsPerUnit, err = p.uint32(pr)
+	return err
+}
+
+// limitUnit reads unit, which countedLimit checks.
+func (p *parser) limitUnit(b *limitBlock, pr pair) (err error) {
+	b.unit, err = p.str(pr)
+	b.unitNode = pr.value
+	return err
+}
+
+// limitName reads name.
+func (p *parser) limitName(b *limitBlock, pr pair) (err error) {
+	b.l.Name, err = p.str(pr)
+	return err
+}
+
+// limitUnlimited reads unlimited, which only rate_limit may hold.
+func (p *parser) limitUnlimited(b *limitBlock, pr pair) (err error) {
+	if b.rule == nil {
+		return p.errf(pr.knode, "a limit in limits cannot be unlimited")
+	}
+	b.unlimited, err = p.boolean(pr)
+	return err
+}
+
+// limitReplaces reads the list of replaces, which only rate_limit may
+// hold; replaces reads its entries.
+func (p *parser) limitReplaces(b *limitBlock, pr pair) (err error) {
+	if b.rule == nil {
+		return p.errf(pr.knode, "replaces belongs in rate_limit")
+	}
+	b.replaceNodes, err = p.checkedList(pr)
+	return err
+}
+
+// limitAlgorithm reads ratekit's algorithm.
+func (p *parser) limitAlgorithm(b *limitBlock, pr pair) error {
+	s, err := p.str(pr)
+	if err != nil {
+		return err
+	}
+	b.algNode = pr.value
+	if b.l.Algorithm, err = ParseAlgorithm(s); err != nil {
+		return p.errf(pr.value, "%s", err)
+	}
+	return nil
+}
+
+// limitBurst reads ratekit's burst, which countedLimit checks.
+func (p *parser) limitBurst(b *limitBlock, pr pair) (err error) {
+	b.burst, err = p.uint32(pr)
+	b.burstNode = pr.value
+	return err
+}
+
+// limitUnitMultiplier reads ratekit's unit_multiplier, which countedLimit
+// checks.
+func (p *parser) limitUnitMultiplier(b *limitBlock, pr pair) (err error) {
+	b.mult, err = p.uint32(pr)
+	b.multNode = pr.value
+	return err
+}
+
+// limitPeriod reads ratekit's period: a positive Go duration.
+func (p *parser) limitPeriod(b *limitBlock, pr pair) error {
+	s, err := p.str(pr)
+	if err != nil {
+		return err
+	}
+	b.periodNode = pr.value
+	if b.l.Period, err = time.ParseDuration(s); err != nil || b.l.Period <= 0 {
+		return p.errf(pr.value, "period %q is no positive Go duration (such as 90s or 5m)", s)
+	}
+	return nil
+}
+
+// unitNamed returns envoy's unit named s, in any case, and whether s
+// names one (UNKNOWN names none).
+func unitNamed(s string) (Unit, bool) {
+	u, ok := rlspb.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(s)]
+	return Unit(u), ok && u != int32(rlspb.RateLimitResponse_RateLimit_UNKNOWN)
+}
+
+// replaces reads the entries of rate_limit's replaces into its rule: the
+// names of other descriptors' rate_limits, never its own.
+func (p *parser) replaces(b *limitBlock) error {
+	for _, rn := range b.replaceNodes {
+		name, err := p.replacesEntry(rn)
+		if err != nil {
+			return err
 		}
-		return l, nil
+		if name == b.l.Name {
+			return p.errf(rn, "replaces should not contain name of same descriptor")
+		}
+		b.rule.Replaces = append(b.rule.Replaces, name)
 	}
+	return nil
+}
+
+// replacesEntry returns the name of one entry of replaces, which must
+// have one.
+func (p *parser) replacesEntry(rn *yaml.Node) (string, error) {
+	prs, err := p.mapping(rn, "a replaces entry")
+	if err != nil {
+		return "", err
+	}
+	name := ""
+	for _, pr := range prs {
+		if pr.key == "name" {
+			if name, err = p.str(pr); err != nil {
+				return "", err
+			}
+		} else if err := p.checkKey(pr, "replaces", false); err != nil {
+			return "", err
+		}
+	}
+	if name == "" {
+		return "", p.errf(rn, "should not have an empty replaces entry")
+	}
+	return name, nil
+}
+
+// unlimitedLimit returns the limit of an unlimited rate_limit, which
+// takes none of ratekit's keys.
+func (p *parser) unlimitedLimit(b *limitBlock) (Limit, error) {
+	for _, extra := range []*yaml.Node{b.algNode, b.burstNode, b.multNode, b.periodNode} {
+		if extra != nil {
+			return Limit{}, p.errf(extra, "an unlimited descriptor takes none of ratekit's limit keys")
+		}
+	}
+	return b.l, nil
+}
+
+// countedLimit completes a limit that counts: its window, from unit and
+// unit_multiplier or from period, and its burst, checked as ratekit
+// counts them.
+func (p *parser) countedLimit(b *limitBlock, validUnit bool) (Limit, error) {
+	l := &b.l
 	switch {
-	case periodNode != nil && (unitNode != nil && unit != "" || multNode != nil):
-		return Limit{}, p.errf(periodNode, "period replaces unit and unit_multiplier: give one or the other")
-	case periodNode != nil:
+	case b.periodNode != nil && (b.unitNode != nil && b.unit != "" || b.multNode != nil):
+		return Limit{}, p.errf(b.periodNode, "period replaces unit and unit_multiplier: give one or the other")
+	case b.periodNode != nil:
 		l.Unit = unitFor(l.Period)
 	case !validUnit:
-		return Limit{}, p.errf(orNode(unitNode, n), "invalid rate limit unit '%s'", unit)
+		return Limit{}, p.errf(orNode(b.unitNode, b.n), "invalid rate limit unit '%s'", b.unit)
 	default:
 		l.Period = unitLength[l.Unit]
-		if multNode != nil {
-			if mult < 1 {
-				return Limit{}, p.errf(multNode, "unit_multiplier must be at least 1")
+		if b.multNode != nil {
+			if b.mult < 1 {
+				return Limit{}, p.errf(b.multNode, "unit_multiplier must be at least 1")
 			}
-			l.Period *= time.Duration(mult)
+			l.Period *= time.Duration(b.mult)
 		}
 	}
-	if burstNode != nil {
+	if b.burstNode != nil {
 		if l.Algorithm != GCRA {
-			return Limit{}, p.errf(burstNode, "burst needs algorithm: gcra (the %s algorithm has no burst)", l.Algorithm)
+			return Limit{}, p.errf(b.burstNode, "burst needs algorithm: gcra (the %s algorithm has no burst)", l.Algorithm)
 		}
-		l.Burst = int(burstVal)
+		l.Burst = int(b.burst)
 	}
-	if err := p.checkLimit(l, orNode(periodNode, multNode, unitNode, n)); err != nil {
+	if err := p.checkLimit(*l, orNode(b.periodNode, b.multNode, b.unitNode, b.n)); err != nil {
 		return Limit{}, err
 	}
 	l.Proto = &rlspb.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit}
-	return l, nil
+	return *l, nil
 }
 
 func orNode(ns ...*yaml.Node) *yaml.Node {
