@@ -437,10 +437,7 @@ func (p *parser) parseRoot(n *yaml.Node) error {
 			}
 			dnode = pr.value
 		case "descriptors":
-			if err := p.leafTypes(pr.value, 0); err != nil {
-				return err
-			}
-			if descs, err = p.list(pr); err != nil {
+			if descs, err = p.checkedList(pr); err != nil {
 				return err
 			}
 		default:
@@ -483,6 +480,8 @@ func (p *parser) descriptors(parent *node, parentKey string, list []*yaml.Node, 
 	return nil
 }
 
+// rawDescriptor is one descriptor's keys as read, before they are checked
+// together.
 type rawDescriptor struct {
 	key, value                                    string
 	rateLimit, limits                             *yaml.Node
@@ -490,47 +489,12 @@ type rawDescriptor struct {
 	shadow, quota, detailed, valueToMetric, share bool
 }
 
+// descriptor loads descriptor dn, and the descriptors under it, as a
+// child of parent.
 func (p *parser) descriptor(parent *node, parentKey string, dn *yaml.Node, depth int) error {
-	prs, err := p.mapping(dn, "a descriptor")
+	r, err := p.rawDescriptor(dn)
 	if err != nil {
 		return err
-	}
-	var r rawDescriptor
-	for _, pr := range prs {
-		switch pr.key {
-		case "key":
-			r.key, err = p.str(pr)
-		case "value":
-			r.value, err = p.str(pr)
-		case "rate_limit":
-			if err = p.leafTypes(pr.value, 0); err == nil && !(pr.value.Kind == yaml.ScalarNode && resolve(pr.value).kind == kindNull) {
-				if pr.value.Kind != yaml.MappingNode {
-					err = p.errf(pr.value, "cannot unmarshal %s into rate_limit (a mapping)", kindName(pr.value))
-				}
-				r.rateLimit = pr.value
-			}
-		case "descriptors":
-			if err = p.leafTypes(pr.value, 0); err == nil {
-				r.childList, err = p.list(pr)
-			}
-		case "limits":
-			r.limits = pr.value
-		case "shadow_mode":
-			r.shadow, err = p.boolean(pr)
-		case "quota_mode":
-			r.quota, err = p.boolean(pr)
-		case "detailed_metric":
-			r.detailed, err = p.boolean(pr)
-		case "value_to_metric":
-			r.valueToMetric, err = p.boolean(pr)
-		case "share_threshold":
-			r.share, err = p.boolean(pr)
-		default:
-			err = p.checkKey(pr, "descriptor", false)
-		}
-		if err != nil {
-			return err
-		}
 	}
 	if r.key == "" {
 		return p.errf(dn, "descriptor has empty key")
@@ -570,6 +534,60 @@ func (p *parser) descriptor(parent *node, parentKey string, dn *yaml.Node, depth
 	return nil
 }
 
+// rawDescriptor reads the keys of descriptor dn, each checked on its own.
+func (p *parser) rawDescriptor(dn *yaml.Node) (rawDescriptor, error) {
+	var r rawDescriptor
+	prs, err := p.mapping(dn, "a descriptor")
+	if err != nil {
+		return r, err
+	}
+	for _, pr := range prs {
+		switch pr.key {
+		case "key":
+			r.key, err = p.str(pr)
+		case "value":
+			r.value, err = p.str(pr)
+		case "rate_limit":
+			r.rateLimit, err = p.rateLimit(pr)
+		case "descriptors":
+			r.childList, err = p.checkedList(pr)
+		case "limits":
+			r.limits = pr.value
+		case "shadow_mode":
+			r.shadow, err = p.boolean(pr)
+		case "quota_mode":
+			r.quota, err = p.boolean(pr)
+		case "detailed_metric":
+			r.detailed, err = p.boolean(pr)
+		case "value_to_metric":
+			r.valueToMetric, err = p.boolean(pr)
+		case "share_threshold":
+			r.share, err = p.boolean(pr)
+		default:
+			err = p.checkKey(pr, "descriptor", false)
+		}
+		if err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// rateLimit returns a descriptor's rate_limit block, or nil when it is
+// null; rule reads the block.
+func (p *parser) rateLimit(pr pair) (*yaml.Node, error) {
+	if err := p.leafTypes(pr.value, 0); err != nil {
+		return nil, err
+	}
+	if pr.value.Kind == yaml.ScalarNode && resolve(pr.value).kind == kindNull {
+		return nil, nil
+	}
+	if pr.value.Kind != yaml.MappingNode {
+		return nil, p.errf(pr.value, "cannot unmarshal %s into rate_limit (a mapping)", kindName(pr.value))
+	}
+	return pr.value, nil
+}
+
 // rule reads a descriptor's rate_limit and ratekit's limits.
 func (p *parser) rule(r *rawDescriptor, fullKey string, dn *yaml.Node) (*Rule, error) {
 	rule := &Rule{FullKey: fullKey, ShadowMode: r.shadow, QuotaMode: r.quota, DetailedMetric: r.detailed, File: p.file, Line: dn.Line}
@@ -578,39 +596,50 @@ func (p *parser) rule(r *rawDescriptor, fullKey string, dn *yaml.Node) (*Rule, e
 		return nil, err
 	}
 	rule.Limits = append(rule.Limits, first)
-	if r.limits != nil {
-		if rule.Unlimited {
-			return nil, p.errf(r.limits, "an unlimited descriptor has no limits")
-		}
-		items, err := p.list(pair{key: "limits", value: r.limits})
+	if r.limits == nil {
+		return rule, nil
+	}
+	if rule.Unlimited {
+		return nil, p.errf(r.limits, "an unlimited descriptor has no limits")
+	}
+	items, err := p.list(pair{key: "limits", value: r.limits})
+	if err != nil {
+		return nil, err
+	}
+	if len(items)+1 > maxLimits {
+		return nil, p.errf(r.limits, "%d limits on one descriptor; at most %d", len(items)+1, maxLimits)
+	}
+	for _, it := range items {
+		l, err := p.limit(it, nil, "limits", &first)
 		if err != nil {
 			return nil, err
 		}
-		if len(items)+1 > maxLimits {
-			return nil, p.errf(r.limits, "%d limits on one descriptor; at most %d", len(items)+1, maxLimits)
-		}
-		for _, it := range items {
-			l, err := p.limit(it, nil, "limits", &first)
-			if err != nil {
-				return nil, err
-			}
-			rule.Limits = append(rule.Limits, l)
-		}
-		for i, l := range rule.Limits {
-			if l.Algorithm == Compatible {
-				return nil, p.errf(r.limits, "limit %d of %s counts as envoy does; several limits on one descriptor are decided all or nothing and need one of ratekit's algorithms (algorithm: gcra, fixed, sliding-log or sliding-counter)", i+1, fullKey)
-			}
-		}
-		seen := map[string]bool{}
-		for i := range rule.Limits {
-			n := limitName(rule.Limits, i)
-			if seen[n] {
-				return nil, p.errf(r.limits, "two limits of %s are named %q", fullKey, n)
-			}
-			seen[n] = true
-		}
+		rule.Limits = append(rule.Limits, l)
+	}
+	if err := p.severalLimits(rule, r.limits); err != nil {
+		return nil, err
 	}
 	return rule, nil
+}
+
+// severalLimits refuses several limits on one descriptor that cannot be
+// decided together: one counted as envoy counts, or two of one name in
+// storage keys.
+func (p *parser) severalLimits(rule *Rule, limits *yaml.Node) error {
+	for i, l := range rule.Limits {
+		if l.Algorithm == Compatible {
+			return p.errf(limits, "limit %d of %s counts as envoy does; several limits on one descriptor are decided all or nothing and need one of ratekit's algorithms (algorithm: gcra, fixed, sliding-log or sliding-counter)", i+1, rule.FullKey)
+		}
+	}
+	seen := map[string]bool{}
+	for i := range rule.Limits {
+		n := limitName(rule.Limits, i)
+		if seen[n] {
+			return p.errf(limits, "two limits of %s are named %q", rule.FullKey, n)
+		}
+		seen[n] = true
+	}
+	return nil
 }
 
 // limitName names the i-th limit of a descriptor in storage keys: its
