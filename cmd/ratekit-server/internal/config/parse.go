@@ -191,6 +191,8 @@ func (p *parser) mapping(n *yaml.Node, what string) ([]pair, error) {
 	return p.mappingPairs(n, 0)
 }
 
+// mappingPairs returns the pairs of mapping node n as mapping does; depth
+// counts the merge keys followed to n.
 func (p *parser) mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
 	if depth > 16 {
 		return nil, p.errf(n, "merge keys nested too deep")
@@ -201,64 +203,98 @@ func (p *parser) mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
 	)
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		kn, err := p.deref(n.Content[i])
+		pr, merge, err := p.mappingPair(n.Content[i], n.Content[i+1])
 		if err != nil {
 			return nil, err
 		}
-		vn, err := p.deref(n.Content[i+1])
-		if err != nil {
-			return nil, err
-		}
-		if kn.Kind != yaml.ScalarNode {
-			return nil, p.errf(kn, "config error, key is not of type string")
-		}
-		k := resolve(kn)
-		if kn.Value == "<<" && k.kind == kindStr && kn.Style == 0 {
-			merged = append(merged, vn)
+		if merge {
+			merged = append(merged, pr.value)
 			continue
 		}
-		if k.kind != kindStr {
-			return nil, p.errf(kn, "config error, key is not of type string: %v", kn.Value)
+		if at, dup := seen[pr.key]; dup {
+			return nil, p.errf(pr.knode, "key %q given twice in one mapping (first at line %d)", pr.key, at)
 		}
-		if at, dup := seen[kn.Value]; dup {
-			return nil, p.errf(kn, "key %q given twice in one mapping (first at line %d)", kn.Value, at)
-		}
-		seen[kn.Value] = kn.Line
-		out = append(out, pair{key: kn.Value, knode: kn, value: vn})
+		seen[pr.key] = pr.knode.Line
+		out = append(out, pr)
 	}
 	for _, vn := range merged {
-		var sources []*yaml.Node
-		switch vn.Kind {
-		case yaml.MappingNode:
-			sources = []*yaml.Node{vn}
-		case yaml.SequenceNode:
-			for _, e := range vn.Content {
-				m, err := p.deref(e)
-				if err != nil {
-					return nil, err
-				}
-				sources = append(sources, m)
-			}
-		default:
-			return nil, p.errf(vn, "a merge key takes a mapping, not %s", kindName(vn))
+		var err error
+		if out, err = p.merge(out, seen, vn, depth); err != nil {
+			return nil, err
 		}
-		for _, m := range sources {
-			if m.Kind != yaml.MappingNode {
-				return nil, p.errf(m, "a merge key takes mappings, not %s", kindName(m))
-			}
-			prs, err := p.mappingPairs(m, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			for _, pr := range prs {
-				if _, ok := seen[pr.key]; !ok {
-					seen[pr.key] = pr.knode.Line
-					out = append(out, pr)
-				}
+	}
+	return out, nil
+}
+
+// mappingPair returns one key and value of a mapping, aliases followed,
+// refusing a key that is not a string; merge reports a merge key (<<),
+// whose value names the mappings to merge.
+func (p *parser) mappingPair(k, v *yaml.Node) (pr pair, merge bool, err error) {
+	kn, err := p.deref(k)
+	if err != nil {
+		return pair{}, false, err
+	}
+	vn, err := p.deref(v)
+	if err != nil {
+		return pair{}, false, err
+	}
+	if kn.Kind != yaml.ScalarNode {
+		return pair{}, false, p.errf(kn, "config error, key is not of type string")
+	}
+	s := resolve(kn)
+	if kn.Value == "<<" && s.kind == kindStr && kn.Style == 0 {
+		return pair{knode: kn, value: vn}, true, nil
+	}
+	if s.kind != kindStr {
+		return pair{}, false, p.errf(kn, "config error, key is not of type string: %v", kn.Value)
+	}
+	return pair{key: kn.Value, knode: kn, value: vn}, false, nil
+}
+
+// merge appends to out the pairs of the mappings merge key value vn names
+// whose keys are not in seen yet, and adds their keys to seen; depth is
+// that of the mapping holding the merge key.
+func (p *parser) merge(out []pair, seen map[string]int, vn *yaml.Node, depth int) ([]pair, error) {
+	sources, err := p.mergeSources(vn)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range sources {
+		if m.Kind != yaml.MappingNode {
+			return nil, p.errf(m, "a merge key takes mappings, not %s", kindName(m))
+		}
+		prs, err := p.mappingPairs(m, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		for _, pr := range prs {
+			if _, ok := seen[pr.key]; !ok {
+				seen[pr.key] = pr.knode.Line
+				out = append(out, pr)
 			}
 		}
 	}
 	return out, nil
+}
+
+// mergeSources returns what a merge key's value vn names, aliases
+// followed: vn itself when it is a mapping, or the elements of a list.
+func (p *parser) mergeSources(vn *yaml.Node) ([]*yaml.Node, error) {
+	switch vn.Kind {
+	case yaml.MappingNode:
+		return []*yaml.Node{vn}, nil
+	case yaml.SequenceNode:
+		var sources []*yaml.Node
+		for _, e := range vn.Content {
+			m, err := p.deref(e)
+			if err != nil {
+				return nil, err
+			}
+			sources = append(sources, m)
+		}
+		return sources, nil
+	}
+	return nil, p.errf(vn, "a merge key takes a mapping, not %s", kindName(vn))
 }
 
 func kindName(n *yaml.Node) string {
