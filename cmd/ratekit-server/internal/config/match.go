@@ -28,106 +28,148 @@ type Match struct {
 // configured depth matches nothing there.
 func (d *Domain) Match(entries []*rlv3.RateLimitDescriptor_Entry) Match {
 	var (
-		m        Match
-		children = d.root.children
-		prev     = &d.root
-		share    map[int]string
-		detailed strings.Builder // domain.key_value... of the request
-		enhanced strings.Builder // value_to_metric's key
+		w    walk
+		at   = &d.root
+		rule *Rule
 	)
-	detailed.WriteString(d.name)
-	enhanced.WriteString(d.name)
-	var rule *Rule
+	w.detailed.WriteString(d.name)
+	w.enhanced.WriteString(d.name)
 	for i, e := range entries {
-		finalKey := e.GetKey() + "_" + e.GetValue()
-		detailed.WriteByte('.')
-		detailed.WriteString(finalKey)
-		next := children[finalKey]
-		wildcard := ""
-		if next == nil {
-			for _, w := range prev.wildcardKeys {
-				if strings.HasPrefix(finalKey, strings.TrimSuffix(w, "*")) {
-					next, wildcard = children[w], w
-					break
-				}
-			}
-		}
-		byValue := next != nil
-		if next == nil {
-			next = children[e.GetKey()]
-		}
-		if wildcard != "" && next != nil && next.shareThreshold && next.wildcardPattern != "" {
-			if share == nil {
-				share = map[int]string{}
-			}
-			share[i] = strings.TrimPrefix(next.wildcardPattern, e.GetKey()+"_")
-		}
-		enhanced.WriteByte('.')
-		enhanced.WriteString(e.GetKey())
-		if next != nil {
-			v := ""
-			switch {
-			case wildcard != "" && share[i] != "":
-				v = share[i]
-			case wildcard != "" && next.valueToMetric:
-				v = e.GetValue()
-			case wildcard != "":
-				v = strings.TrimPrefix(wildcard, e.GetKey()+"_")
-			case byValue:
-				v = e.GetValue()
-			case next.valueToMetric:
-				v = e.GetValue()
-			}
-			if v != "" {
-				enhanced.WriteByte('_')
-				enhanced.WriteString(v)
-			}
-		}
+		next := w.step(at, i, e)
 		if next != nil && next.rule != nil && i == len(entries)-1 {
 			rule = next.rule
 		}
 		if next == nil || len(next.children) == 0 {
 			break
 		}
-		children = next.children
-		prev = next
+		at = next
 	}
 	if rule == nil {
-		return m
+		return Match{}
 	}
-	m.Rule = rule
-	if len(share) > 0 {
-		m.Share = make([]string, len(entries))
-		for i, v := range share {
-			m.Share[i] = v
+	m := Match{Rule: rule, Share: w.shares(len(entries))}
+	m.StatsKey = w.statsKey(d.name, rule, entries, m.Share)
+	return m
+}
+
+// walk is what Match gathers on its way down the tree, entry by entry.
+type walk struct {
+	share    map[int]string  // share_threshold's wildcard value, by entry
+	detailed strings.Builder // domain.key_value... of the request
+	enhanced strings.Builder // value_to_metric's key
+}
+
+// step finds the child of n that entry i, e, selects (nil for none), and
+// adds the entry to the statistics names.
+func (w *walk) step(n *node, i int, e *rlv3.RateLimitDescriptor_Entry) *node {
+	finalKey := e.GetKey() + "_" + e.GetValue()
+	w.detailed.WriteByte('.')
+	w.detailed.WriteString(finalKey)
+	next, wildcard, byValue := n.child(e.GetKey(), finalKey)
+	if wildcard != "" && next != nil && next.shareThreshold && next.wildcardPattern != "" {
+		if w.share == nil {
+			w.share = map[int]string{}
+		}
+		w.share[i] = strings.TrimPrefix(next.wildcardPattern, e.GetKey()+"_")
+	}
+	w.enhanced.WriteByte('.')
+	w.enhanced.WriteString(e.GetKey())
+	if next != nil {
+		if v := metricValue(e, next, wildcard, w.share[i], byValue); v != "" {
+			w.enhanced.WriteByte('_')
+			w.enhanced.WriteString(v)
 		}
 	}
-	switch {
-	case rule.DetailedMetric && m.Share != nil:
-		var b strings.Builder
-		b.WriteString(d.name)
-		for i, e := range entries {
-			b.WriteByte('.')
-			b.WriteString(e.GetKey())
-			switch {
-			case i < len(m.Share) && m.Share[i] != "":
-				b.WriteByte('_')
-				b.WriteString(m.Share[i])
-			case e.GetValue() != "":
-				b.WriteByte('_')
-				b.WriteString(e.GetValue())
+	return next
+}
+
+// child returns the child of n for an entry of key and key_value
+// finalKey: by finalKey, else by the first of n's wildcards that finalKey
+// starts with (returned as wildcard), else by key alone; byValue reports
+// a match by finalKey or a wildcard.
+func (n *node) child(key, finalKey string) (next *node, wildcard string, byValue bool) {
+	next = n.children[finalKey]
+	if next == nil {
+		for _, w := range n.wildcardKeys {
+			if strings.HasPrefix(finalKey, strings.TrimSuffix(w, "*")) {
+				next, wildcard = n.children[w], w
+				break
 			}
 		}
-		m.StatsKey = b.String()
+	}
+	byValue = next != nil
+	if next == nil {
+		next = n.children[key]
+	}
+	return next, wildcard, byValue
+}
+
+// metricValue returns what follows entry e's key in value_to_metric's
+// statistics name, "" for nothing, when e selects next (by wildcard, when
+// not "", sharing share, when not "").
+func metricValue(e *rlv3.RateLimitDescriptor_Entry, next *node, wildcard, share string, byValue bool) string {
+	switch {
+	case wildcard != "" && share != "":
+		return share
+	case wildcard != "" && next.valueToMetric:
+		return e.GetValue()
+	case wildcard != "":
+		return strings.TrimPrefix(wildcard, e.GetKey()+"_")
+	case byValue:
+		return e.GetValue()
+	case next.valueToMetric:
+		return e.GetValue()
+	}
+	return ""
+}
+
+// shares returns Match's Share for a descriptor of n entries, nil when no
+// entry shares.
+func (w *walk) shares(n int) []string {
+	if len(w.share) == 0 {
+		return nil
+	}
+	out := make([]string, n)
+	for i, v := range w.share {
+		out[i] = v
+	}
+	return out
+}
+
+// statsKey returns Match's StatsKey for a descriptor whose entries match
+// rule, with Match's share.
+func (w *walk) statsKey(domain string, rule *Rule, entries []*rlv3.RateLimitDescriptor_Entry, share []string) string {
+	switch {
+	case rule.DetailedMetric && share != nil:
+		return sharedStatsKey(domain, entries, share)
 	case rule.DetailedMetric:
-		m.StatsKey = detailed.String()
-	default:
-		m.StatsKey = rule.FullKey
-		if k := enhanced.String(); k != rule.FullKey {
-			m.StatsKey = k
+		return w.detailed.String()
+	}
+	if k := w.enhanced.String(); k != rule.FullKey {
+		return k
+	}
+	return rule.FullKey
+}
+
+// sharedStatsKey names in statistics a detailed_metric descriptor with an
+// entry that shares: the domain and each entry's key, with the wildcard
+// value it shares or its own value.
+func sharedStatsKey(domain string, entries []*rlv3.RateLimitDescriptor_Entry, share []string) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	for i, e := range entries {
+		b.WriteByte('.')
+		b.WriteString(e.GetKey())
+		switch {
+		case i < len(share) && share[i] != "":
+			b.WriteByte('_')
+			b.WriteString(share[i])
+		case e.GetValue() != "":
+			b.WriteByte('_')
+			b.WriteString(e.GetValue())
 		}
 	}
-	return m
+	return b.String()
 }
 
 // OverrideStatsKey names in statistics a descriptor that carries its own

@@ -191,6 +191,8 @@ func (p *parser) mapping(n *yaml.Node, what string) ([]pair, error) {
 	return p.mappingPairs(n, 0)
 }
 
+// mappingPairs returns the pairs of mapping node n as mapping does; depth
+// counts the merge keys followed to n.
 func (p *parser) mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
 	if depth > 16 {
 		return nil, p.errf(n, "merge keys nested too deep")
@@ -201,64 +203,98 @@ func (p *parser) mappingPairs(n *yaml.Node, depth int) ([]pair, error) {
 	)
 	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		kn, err := p.deref(n.Content[i])
+		pr, merge, err := p.mappingPair(n.Content[i], n.Content[i+1])
 		if err != nil {
 			return nil, err
 		}
-		vn, err := p.deref(n.Content[i+1])
-		if err != nil {
-			return nil, err
-		}
-		if kn.Kind != yaml.ScalarNode {
-			return nil, p.errf(kn, "config error, key is not of type string")
-		}
-		k := resolve(kn)
-		if kn.Value == "<<" && k.kind == kindStr && kn.Style == 0 {
-			merged = append(merged, vn)
+		if merge {
+			merged = append(merged, pr.value)
 			continue
 		}
-		if k.kind != kindStr {
-			return nil, p.errf(kn, "config error, key is not of type string: %v", kn.Value)
+		if at, dup := seen[pr.key]; dup {
+			return nil, p.errf(pr.knode, "key %q given twice in one mapping (first at line %d)", pr.key, at)
 		}
-		if at, dup := seen[kn.Value]; dup {
-			return nil, p.errf(kn, "key %q given twice in one mapping (first at line %d)", kn.Value, at)
-		}
-		seen[kn.Value] = kn.Line
-		out = append(out, pair{key: kn.Value, knode: kn, value: vn})
+		seen[pr.key] = pr.knode.Line
+		out = append(out, pr)
 	}
 	for _, vn := range merged {
-		var sources []*yaml.Node
-		switch vn.Kind {
-		case yaml.MappingNode:
-			sources = []*yaml.Node{vn}
-		case yaml.SequenceNode:
-			for _, e := range vn.Content {
-				m, err := p.deref(e)
-				if err != nil {
-					return nil, err
-				}
-				sources = append(sources, m)
-			}
-		default:
-			return nil, p.errf(vn, "a merge key takes a mapping, not %s", kindName(vn))
+		var err error
+		if out, err = p.merge(out, seen, vn, depth); err != nil {
+			return nil, err
 		}
-		for _, m := range sources {
-			if m.Kind != yaml.MappingNode {
-				return nil, p.errf(m, "a merge key takes mappings, not %s", kindName(m))
-			}
-			prs, err := p.mappingPairs(m, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			for _, pr := range prs {
-				if _, ok := seen[pr.key]; !ok {
-					seen[pr.key] = pr.knode.Line
-					out = append(out, pr)
-				}
+	}
+	return out, nil
+}
+
+// mappingPair returns one key and value of a mapping, aliases followed,
+// refusing a key that is not a string; merge reports a merge key (<<),
+// whose value names the mappings to merge.
+func (p *parser) mappingPair(k, v *yaml.Node) (pr pair, merge bool, err error) {
+	kn, err := p.deref(k)
+	if err != nil {
+		return pair{}, false, err
+	}
+	vn, err := p.deref(v)
+	if err != nil {
+		return pair{}, false, err
+	}
+	if kn.Kind != yaml.ScalarNode {
+		return pair{}, false, p.errf(kn, "config error, key is not of type string")
+	}
+	s := resolve(kn)
+	if kn.Value == "<<" && s.kind == kindStr && kn.Style == 0 {
+		return pair{knode: kn, value: vn}, true, nil
+	}
+	if s.kind != kindStr {
+		return pair{}, false, p.errf(kn, "config error, key is not of type string: %v", kn.Value)
+	}
+	return pair{key: kn.Value, knode: kn, value: vn}, false, nil
+}
+
+// merge appends to out the pairs of the mappings merge key value vn names
+// whose keys are not in seen yet, and adds their keys to seen; depth is
+// that of the mapping holding the merge key.
+func (p *parser) merge(out []pair, seen map[string]int, vn *yaml.Node, depth int) ([]pair, error) {
+	sources, err := p.mergeSources(vn)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range sources {
+		if m.Kind != yaml.MappingNode {
+			return nil, p.errf(m, "a merge key takes mappings, not %s", kindName(m))
+		}
+		prs, err := p.mappingPairs(m, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		for _, pr := range prs {
+			if _, ok := seen[pr.key]; !ok {
+				seen[pr.key] = pr.knode.Line
+				out = append(out, pr)
 			}
 		}
 	}
 	return out, nil
+}
+
+// mergeSources returns what a merge key's value vn names, aliases
+// followed: vn itself when it is a mapping, or the elements of a list.
+func (p *parser) mergeSources(vn *yaml.Node) ([]*yaml.Node, error) {
+	switch vn.Kind {
+	case yaml.MappingNode:
+		return []*yaml.Node{vn}, nil
+	case yaml.SequenceNode:
+		var sources []*yaml.Node
+		for _, e := range vn.Content {
+			m, err := p.deref(e)
+			if err != nil {
+				return nil, err
+			}
+			sources = append(sources, m)
+		}
+		return sources, nil
+	}
+	return nil, p.errf(vn, "a merge key takes a mapping, not %s", kindName(vn))
 }
 
 func kindName(n *yaml.Node) string {
@@ -407,6 +443,15 @@ func (p *parser) list(pr pair) ([]*yaml.Node, error) {
 	return out, nil
 }
 
+// checkedList returns the elements of a list value, as list does, once
+// leafTypes has checked the whole value.
+func (p *parser) checkedList(pr pair) ([]*yaml.Node, error) {
+	if err := p.leafTypes(pr.value, 0); err != nil {
+		return nil, err
+	}
+	return p.list(pr)
+}
+
 func (p *parser) parseRoot(n *yaml.Node) error {
 	if n.Kind == yaml.ScalarNode && resolve(n).kind == kindNull {
 		return p.errf(n, "config file cannot have empty domain")
@@ -428,10 +473,7 @@ func (p *parser) parseRoot(n *yaml.Node) error {
 			}
 			dnode = pr.value
 		case "descriptors":
-			if err := p.leafTypes(pr.value, 0); err != nil {
-				return err
-			}
-			if descs, err = p.list(pr); err != nil {
+			if descs, err = p.checkedList(pr); err != nil {
 				return err
 			}
 		default:
@@ -474,6 +516,8 @@ func (p *parser) descriptors(parent *node, parentKey string, list []*yaml.Node, 
 	return nil
 }
 
+// rawDescriptor is one descriptor's keys as read, before they are checked
+// together.
 type rawDescriptor struct {
 	key, value                                    string
 	rateLimit, limits                             *yaml.Node
@@ -481,47 +525,12 @@ type rawDescriptor struct {
 	shadow, quota, detailed, valueToMetric, share bool
 }
 
+// descriptor loads descriptor dn, and the descriptors under it, as a
+// child of parent.
 func (p *parser) descriptor(parent *node, parentKey string, dn *yaml.Node, depth int) error {
-	prs, err := p.mapping(dn, "a descriptor")
+	r, err := p.rawDescriptor(dn)
 	if err != nil {
 		return err
-	}
-	var r rawDescriptor
-	for _, pr := range prs {
-		switch pr.key {
-		case "key":
-			r.key, err = p.str(pr)
-		case "value":
-			r.value, err = p.str(pr)
-		case "rate_limit":
-			if err = p.leafTypes(pr.value, 0); err == nil && !(pr.value.Kind == yaml.ScalarNode && resolve(pr.value).kind == kindNull) {
-				if pr.value.Kind != yaml.MappingNode {
-					err = p.errf(pr.value, "cannot unmarshal %s into rate_limit (a mapping)", kindName(pr.value))
-				}
-				r.rateLimit = pr.value
-			}
-		case "descriptors":
-			if err = p.leafTypes(pr.value, 0); err == nil {
-				r.childList, err = p.list(pr)
-			}
-		case "limits":
-			r.limits = pr.value
-		case "shadow_mode":
-			r.shadow, err = p.boolean(pr)
-		case "quota_mode":
-			r.quota, err = p.boolean(pr)
-		case "detailed_metric":
-			r.detailed, err = p.boolean(pr)
-		case "value_to_metric":
-			r.valueToMetric, err = p.boolean(pr)
-		case "share_threshold":
-			r.share, err = p.boolean(pr)
-		default:
-			err = p.checkKey(pr, "descriptor", false)
-		}
-		if err != nil {
-			return err
-		}
 	}
 	if r.key == "" {
 		return p.errf(dn, "descriptor has empty key")
@@ -561,6 +570,60 @@ func (p *parser) descriptor(parent *node, parentKey string, dn *yaml.Node, depth
 	return nil
 }
 
+// rawDescriptor reads the keys of descriptor dn, each checked on its own.
+func (p *parser) rawDescriptor(dn *yaml.Node) (rawDescriptor, error) {
+	var r rawDescriptor
+	prs, err := p.mapping(dn, "a descriptor")
+	if err != nil {
+		return r, err
+	}
+	for _, pr := range prs {
+		switch pr.key {
+		case "key":
+			r.key, err = p.str(pr)
+		case "value":
+			r.value, err = p.str(pr)
+		case "rate_limit":
+			r.rateLimit, err = p.rateLimit(pr)
+		case "descriptors":
+			r.childList, err = p.checkedList(pr)
+		case "limits":
+			r.limits = pr.value
+		case "shadow_mode":
+			r.shadow, err = p.boolean(pr)
+		case "quota_mode":
+			r.quota, err = p.boolean(pr)
+		case "detailed_metric":
+			r.detailed, err = p.boolean(pr)
+		case "value_to_metric":
+			r.valueToMetric, err = p.boolean(pr)
+		case "share_threshold":
+			r.share, err = p.boolean(pr)
+		default:
+			err = p.checkKey(pr, "descriptor", false)
+		}
+		if err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// rateLimit returns a descriptor's rate_limit block, or nil when it is
+// null; rule reads the block.
+func (p *parser) rateLimit(pr pair) (*yaml.Node, error) {
+	if err := p.leafTypes(pr.value, 0); err != nil {
+		return nil, err
+	}
+	if pr.value.Kind == yaml.ScalarNode && resolve(pr.value).kind == kindNull {
+		return nil, nil
+	}
+	if pr.value.Kind != yaml.MappingNode {
+		return nil, p.errf(pr.value, "cannot unmarshal %s into rate_limit (a mapping)", kindName(pr.value))
+	}
+	return pr.value, nil
+}
+
 // rule reads a descriptor's rate_limit and ratekit's limits.
 func (p *parser) rule(r *rawDescriptor, fullKey string, dn *yaml.Node) (*Rule, error) {
 	rule := &Rule{FullKey: fullKey, ShadowMode: r.shadow, QuotaMode: r.quota, DetailedMetric: r.detailed, File: p.file, Line: dn.Line}
@@ -569,39 +632,50 @@ func (p *parser) rule(r *rawDescriptor, fullKey string, dn *yaml.Node) (*Rule, e
 		return nil, err
 	}
 	rule.Limits = append(rule.Limits, first)
-	if r.limits != nil {
-		if rule.Unlimited {
-			return nil, p.errf(r.limits, "an unlimited descriptor has no limits")
-		}
-		items, err := p.list(pair{key: "limits", value: r.limits})
+	if r.limits == nil {
+		return rule, nil
+	}
+	if rule.Unlimited {
+		return nil, p.errf(r.limits, "an unlimited descriptor has no limits")
+	}
+	items, err := p.list(pair{key: "limits", value: r.limits})
+	if err != nil {
+		return nil, err
+	}
+	if len(items)+1 > maxLimits {
+		return nil, p.errf(r.limits, "%d limits on one descriptor; at most %d", len(items)+1, maxLimits)
+	}
+	for _, it := range items {
+		l, err := p.limit(it, nil, "limits", &first)
 		if err != nil {
 			return nil, err
 		}
-		if len(items)+1 > maxLimits {
-			return nil, p.errf(r.limits, "%d limits on one descriptor; at most %d", len(items)+1, maxLimits)
-		}
-		for _, it := range items {
-			l, err := p.limit(it, nil, "limits", &first)
-			if err != nil {
-				return nil, err
-			}
-			rule.Limits = append(rule.Limits, l)
-		}
-		for i, l := range rule.Limits {
-			if l.Algorithm == Compatible {
-				return nil, p.errf(r.limits, "limit %d of %s counts as envoy does; several limits on one descriptor are decided all or nothing and need one of ratekit's algorithms (algorithm: gcra, fixed, sliding-log or sliding-counter)", i+1, fullKey)
-			}
-		}
-		seen := map[string]bool{}
-		for i := range rule.Limits {
-			n := limitName(rule.Limits, i)
-			if seen[n] {
-				return nil, p.errf(r.limits, "two limits of %s are named %q", fullKey, n)
-			}
-			seen[n] = true
-		}
+		rule.Limits = append(rule.Limits, l)
+	}
+	if err := p.severalLimits(rule, r.limits); err != nil {
+		return nil, err
 	}
 	return rule, nil
+}
+
+// severalLimits refuses several limits on one descriptor that cannot be
+// decided together: one counted as envoy counts, or two of one name in
+// storage keys.
+func (p *parser) severalLimits(rule *Rule, limits *yaml.Node) error {
+	for i, l := range rule.Limits {
+		if l.Algorithm == Compatible {
+			return p.errf(limits, "limit %d of %s counts as envoy does; several limits on one descriptor are decided all or nothing and need one of ratekit's algorithms (algorithm: gcra, fixed, sliding-log or sliding-counter)", i+1, rule.FullKey)
+		}
+	}
+	seen := map[string]bool{}
+	for i := range rule.Limits {
+		n := limitName(rule.Limits, i)
+		if seen[n] {
+			return p.errf(limits, "two limits of %s are named %q", rule.FullKey, n)
+		}
+		seen[n] = true
+	}
+	return nil
 }
 
 // limitName names the i-th limit of a descriptor in storage keys: its
@@ -616,6 +690,35 @@ func limitName(ls []Limit, i int) string {
 // LimitName names the i-th limit of r in storage keys.
 func (r *Rule) LimitName(i int) string { return limitName(r.Limits, i) }
 
+// limitBlock is one rate_limit block or one of ratekit's limits as it is
+// read: the limit so far, and the values and nodes of the keys that are
+// checked together once every key is read.
+type limitBlock struct {
+	n            *yaml.Node // the block
+	rule         *Rule      // the descriptor's rule for rate_limit, nil for one of ratekit's limits
+	l            Limit
+	unit         string
+	unlimited    bool
+	mult, burst  uint32
+	replaceNodes []*yaml.Node
+	// the nodes of the keys given, nil for those not given
+	unitNode, periodNode, algNode, burstNode, multNode *yaml.Node
+}
+
+// limitKeys holds the reader of each key a limit uses; checkKey checks
+// the others.
+var limitKeys = map[string]func(*parser, *limitBlock, pair) error{
+	"requests_per_unit": (*parser).limitRequestsPerUnit,
+	"unit":              (*parser).limitUnit,
+	"name":              (*parser).limitName,
+	"unlimited":         (*parser).limitUnlimited,
+	"replaces":          (*parser).limitReplaces,
+	"algorithm":         (*parser).limitAlgorithm,
+	"burst":             (*parser).limitBurst,
+	"unit_multiplier":   (*parser).limitUnitMultiplier,
+	"period":            (*parser).limitPeriod,
+}
+
 // limit reads one rate_limit block (rule set) or one of ratekit's limits
 // (rule nil, inheriting from first).
 func (p *parser) limit(n *yaml.Node, rule *Rule, level string, first *Limit) (Limit, error) {
@@ -623,147 +726,210 @@ func (p *parser) limit(n *yaml.Node, rule *Rule, level string, first *Limit) (Li
 	if err != nil {
 		return Limit{}, err
 	}
-	var (
-		l                    Limit
-		unit                 string
-		unitNode, periodNode *yaml.Node
-		algNode, burstNode   *yaml.Node
-		mult                 uint32
-		multNode             *yaml.Node
-		unlimited, algGiven  bool
-		replaceNodes         []*yaml.Node
-		burstVal             uint32
-	)
+	b := &limitBlock{n: n, rule: rule}
 	if first != nil {
-		l.Algorithm = first.Algorithm
+		b.l.Algorithm = first.Algorithm
 	} else {
-		l.Algorithm = p.opts.DefaultAlgorithm
+		b.l.Algorithm = p.opts.DefaultAlgorithm
 	}
 	for _, pr := range prs {
-		switch pr.key {
-		case "requests_per_unit":
-			l.RequestsPerUnit, err = p.uint32(pr)
-		case "unit":
-			unit, err = p.str(pr)
-			unitNode = pr.value
-		case "name":
-			l.Name, err = p.str(pr)
-		case "unlimited":
-			if rule == nil {
-				err = p.errf(pr.knode, "a limit in limits cannot be unlimited")
-				break
-			}
-			unlimited, err = p.boolean(pr)
-		case "replaces":
-			if rule == nil {
-				err = p.errf(pr.knode, "replaces belongs in rate_limit")
-				break
-			}
-			if err = p.leafTypes(pr.value, 0); err == nil {
-				replaceNodes, err = p.list(pr)
-			}
-		case "algorithm":
-			var s string
-			if s, err = p.str(pr); err == nil {
-				l.Algorithm, err = ParseAlgorithm(s)
-				if err != nil {
-					err = p.errf(pr.value, "%s", err)
-				}
-				algGiven, algNode = true, pr.value
-			}
-		case "burst":
-			burstVal, err = p.uint32(pr)
-			burstNode = pr.value
-		case "unit_multiplier":
-			mult, err = p.uint32(pr)
-			multNode = pr.value
-		case "period":
-			var s string
-			if s, err = p.str(pr); err == nil {
-				periodNode = pr.value
-				l.Period, err = time.ParseDuration(s)
-				if err != nil || l.Period <= 0 {
-					err = p.errf(pr.value, "period %q is no positive Go duration (such as 90s or 5m)", s)
-				}
-			}
-		default:
+		if read, ok := limitKeys[pr.key]; ok {
+			err = read(p, b, pr)
+		} else {
 			err = p.checkKey(pr, level, false)
 		}
 		if err != nil {
 			return Limit{}, err
 		}
 	}
-	_ = algGiven
-	u, validUnit := rlspb.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(unit)]
-	validUnit = validUnit && u != int32(rlspb.RateLimitResponse_RateLimit_UNKNOWN)
-	l.Unit = Unit(u)
-	if unlimited {
+	u, validUnit := unitNamed(b.unit)
+	b.l.Unit = u
+	if b.unlimited {
 		if validUnit {
-			return Limit{}, p.errf(unitNode, "should not specify rate limit unit when unlimited")
+			return Limit{}, p.errf(b.unitNode, "should not specify rate limit unit when unlimited")
 		}
 		rule.Unlimited = true
 	}
 	if rule != nil {
-		for _, rn := range replaceNodes {
-			rprs, err := p.mapping(rn, "a replaces entry")
-			if err != nil {
-				return Limit{}, err
-			}
-			name := ""
-			for _, pr := range rprs {
-				if pr.key == "name" {
-					if name, err = p.str(pr); err != nil {
-						return Limit{}, err
-					}
-				} else if err := p.checkKey(pr, "replaces", false); err != nil {
-					return Limit{}, err
-				}
-			}
-			if name == "" {
-				return Limit{}, p.errf(rn, "should not have an empty replaces entry")
-			}
-			if name == l.Name {
-				return Limit{}, p.errf(rn, "replaces should not contain name of same descriptor")
-			}
-			rule.Replaces = append(rule.Replaces, name)
+		if err := p.replaces(b); err != nil {
+			return Limit{}, err
 		}
-		rule.Name = l.Name
+		rule.Name = b.l.Name
 	}
-	if unlimited {
-		for _, extra := range []*yaml.Node{algNode, burstNode, multNode, periodNode} {
-			if extra != nil {
-				return Limit{}, p.errf(extra, "an unlimited descriptor takes none of ratekit's limit keys")
-			}
+	if b.unlimited {
+		return p.unlimitedLimit(b)
+	}
+	return p.countedLimit(b, validUnit)
+}
+
+// limitRequestsPerUnit reads requests_per_unit.
+func (p *parser) limitRequestsPerUnit(b *limitBlock, pr pair) (err error) {
+	b.l.RequestsPerUnit, err = p.uint32(pr)
+	return err
+}
+
+// limitUnit reads unit, which countedLimit checks.
+func (p *parser) limitUnit(b *limitBlock, pr pair) (err error) {
+	b.unit, err = p.str(pr)
+	b.unitNode = pr.value
+	return err
+}
+
+// limitName reads name.
+func (p *parser) limitName(b *limitBlock, pr pair) (err error) {
+	b.l.Name, err = p.str(pr)
+	return err
+}
+
+// limitUnlimited reads unlimited, which only rate_limit may hold.
+func (p *parser) limitUnlimited(b *limitBlock, pr pair) (err error) {
+	if b.rule == nil {
+		return p.errf(pr.knode, "a limit in limits cannot be unlimited")
+	}
+	b.unlimited, err = p.boolean(pr)
+	return err
+}
+
+// limitReplaces reads the list of replaces, which only rate_limit may
+// hold; replaces reads its entries.
+func (p *parser) limitReplaces(b *limitBlock, pr pair) (err error) {
+	if b.rule == nil {
+		return p.errf(pr.knode, "replaces belongs in rate_limit")
+	}
+	b.replaceNodes, err = p.checkedList(pr)
+	return err
+}
+
+// limitAlgorithm reads ratekit's algorithm.
+func (p *parser) limitAlgorithm(b *limitBlock, pr pair) error {
+	s, err := p.str(pr)
+	if err != nil {
+		return err
+	}
+	b.algNode = pr.value
+	if b.l.Algorithm, err = ParseAlgorithm(s); err != nil {
+		return p.errf(pr.value, "%s", err)
+	}
+	return nil
+}
+
+// limitBurst reads ratekit's burst, which countedLimit checks.
+func (p *parser) limitBurst(b *limitBlock, pr pair) (err error) {
+	b.burst, err = p.uint32(pr)
+	b.burstNode = pr.value
+	return err
+}
+
+// limitUnitMultiplier reads ratekit's unit_multiplier, which countedLimit
+// checks.
+func (p *parser) limitUnitMultiplier(b *limitBlock, pr pair) (err error) {
+	b.mult, err = p.uint32(pr)
+	b.multNode = pr.value
+	return err
+}
+
+// limitPeriod reads ratekit's period: a positive Go duration.
+func (p *parser) limitPeriod(b *limitBlock, pr pair) error {
+	s, err := p.str(pr)
+	if err != nil {
+		return err
+	}
+	b.periodNode = pr.value
+	if b.l.Period, err = time.ParseDuration(s); err != nil || b.l.Period <= 0 {
+		return p.errf(pr.value, "period %q is no positive Go duration (such as 90s or 5m)", s)
+	}
+	return nil
+}
+
+// unitNamed returns envoy's unit named s, in any case, and whether s
+// names one (UNKNOWN names none).
+func unitNamed(s string) (Unit, bool) {
+	u, ok := rlspb.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(s)]
+	return Unit(u), ok && u != int32(rlspb.RateLimitResponse_RateLimit_UNKNOWN)
+}
+
+// replaces reads the entries of rate_limit's replaces into its rule: the
+// names of other descriptors' rate_limits, never its own.
+func (p *parser) replaces(b *limitBlock) error {
+	for _, rn := range b.replaceNodes {
+		name, err := p.replacesEntry(rn)
+		if err != nil {
+			return err
 		}
-		return l, nil
+		if name == b.l.Name {
+			return p.errf(rn, "replaces should not contain name of same descriptor")
+		}
+		b.rule.Replaces = append(b.rule.Replaces, name)
 	}
+	return nil
+}
+
+// replacesEntry returns the name of one entry of replaces, which must
+// have one.
+func (p *parser) replacesEntry(rn *yaml.Node) (string, error) {
+	prs, err := p.mapping(rn, "a replaces entry")
+	if err != nil {
+		return "", err
+	}
+	name := ""
+	for _, pr := range prs {
+		if pr.key == "name" {
+			if name, err = p.str(pr); err != nil {
+				return "", err
+			}
+		} else if err := p.checkKey(pr, "replaces", false); err != nil {
+			return "", err
+		}
+	}
+	if name == "" {
+		return "", p.errf(rn, "should not have an empty replaces entry")
+	}
+	return name, nil
+}
+
+// unlimitedLimit returns the limit of an unlimited rate_limit, which
+// takes none of ratekit's keys.
+func (p *parser) unlimitedLimit(b *limitBlock) (Limit, error) {
+	for _, extra := range []*yaml.Node{b.algNode, b.burstNode, b.multNode, b.periodNode} {
+		if extra != nil {
+			return Limit{}, p.errf(extra, "an unlimited descriptor takes none of ratekit's limit keys")
+		}
+	}
+	return b.l, nil
+}
+
+// countedLimit completes a limit that counts: its window, from unit and
+// unit_multiplier or from period, and its burst, checked as ratekit
+// counts them.
+func (p *parser) countedLimit(b *limitBlock, validUnit bool) (Limit, error) {
+	l := &b.l
 	switch {
-	case periodNode != nil && (unitNode != nil && unit != "" || multNode != nil):
-		return Limit{}, p.errf(periodNode, "period replaces unit and unit_multiplier: give one or the other")
-	case periodNode != nil:
+	case b.periodNode != nil && (b.unitNode != nil && b.unit != "" || b.multNode != nil):
+		return Limit{}, p.errf(b.periodNode, "period replaces unit and unit_multiplier: give one or the other")
+	case b.periodNode != nil:
 		l.Unit = unitFor(l.Period)
 	case !validUnit:
-		return Limit{}, p.errf(orNode(unitNode, n), "invalid rate limit unit '%s'", unit)
+		return Limit{}, p.errf(orNode(b.unitNode, b.n), "invalid rate limit unit '%s'", b.unit)
 	default:
 		l.Period = unitLength[l.Unit]
-		if multNode != nil {
-			if mult < 1 {
-				return Limit{}, p.errf(multNode, "unit_multiplier must be at least 1")
+		if b.multNode != nil {
+			if b.mult < 1 {
+				return Limit{}, p.errf(b.multNode, "unit_multiplier must be at least 1")
 			}
-			l.Period *= time.Duration(mult)
+			l.Period *= time.Duration(b.mult)
 		}
 	}
-	if burstNode != nil {
+	if b.burstNode != nil {
 		if l.Algorithm != GCRA {
-			return Limit{}, p.errf(burstNode, "burst needs algorithm: gcra (the %s algorithm has no burst)", l.Algorithm)
+			return Limit{}, p.errf(b.burstNode, "burst needs algorithm: gcra (the %s algorithm has no burst)", l.Algorithm)
 		}
-		l.Burst = int(burstVal)
+		l.Burst = int(b.burst)
 	}
-	if err := p.checkLimit(l, orNode(periodNode, multNode, unitNode, n)); err != nil {
+	if err := p.checkLimit(*l, orNode(b.periodNode, b.multNode, b.unitNode, b.n)); err != nil {
 		return Limit{}, err
 	}
 	l.Proto = &rlspb.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit}
-	return l, nil
+	return *l, nil
 }
 
 func orNode(ns ...*yaml.Node) *yaml.Node {

@@ -64,17 +64,9 @@ var yaml11Float = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+
 // float. A timestamp stays a string, as envoy's parser hands it to it.
 func resolve(n *yaml.Node) scalar {
 	s := scalar{kind: kindStr, text: n.Value}
-	if n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+	if k, ok := styleKind(n); ok {
+		s.kind = k
 		return s
-	}
-	if n.Style&yaml.TaggedStyle != 0 {
-		switch n.Tag {
-		case "!!str", "!!binary", "!!timestamp":
-			return s
-		case "!!null":
-			s.kind = kindNull
-			return s
-		}
 	}
 	in := n.Value
 	if b, ok := yaml11Bool[in]; ok {
@@ -88,31 +80,62 @@ func resolve(n *yaml.Node) scalar {
 	if in == "" {
 		return s
 	}
+	s.number(in)
+	return s
+}
+
+// styleKind returns the kind that n's style or tag decides, if they
+// decide one: a quoted or block scalar, or one tagged !!str, !!binary or
+// !!timestamp, is a string; one tagged !!null is null.
+func styleKind(n *yaml.Node) (scalarKind, bool) {
+	if n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+		return kindStr, true
+	}
+	if n.Style&yaml.TaggedStyle != 0 {
+		switch n.Tag {
+		case "!!str", "!!binary", "!!timestamp":
+			return kindStr, true
+		case "!!null":
+			return kindNull, true
+		}
+	}
+	return 0, false
+}
+
+// number resolves plain scalar in, which is not empty, null or a bool, as
+// an integer or a float when it is one; s stays a string otherwise.
+func (s *scalar) number(in string) {
 	switch c := in[0]; {
 	case c == '.':
 		if _, err := strconv.ParseFloat(in, 64); err == nil {
 			s.kind = kindFloat
 		}
-		return s
+		return
 	case c == '+' || c == '-' || c >= '0' && c <= '9':
 	default:
-		return s
+		return
 	}
 	plain := strings.ReplaceAll(in, "_", "")
 	if v, err := strconv.ParseInt(plain, 0, 64); err == nil {
 		s.kind, s.i = kindInt, v
-		return s
+		return
 	}
 	if v, err := strconv.ParseUint(plain, 0, 64); err == nil {
 		s.kind, s.u = kindUint, v
-		return s
+		return
 	}
 	if yaml11Float.MatchString(plain) {
 		if _, err := strconv.ParseFloat(plain, 64); err == nil {
 			s.kind = kindFloat
-			return s
+			return
 		}
 	}
+	s.binary(plain)
+}
+
+// binary resolves plain, underscores removed, as YAML 1.1's binary
+// integer (0b..., or -0b... within the int64 range) when it is one.
+func (s *scalar) binary(plain string) {
 	if rest, ok := strings.CutPrefix(plain, "0b"); ok {
 		if v, err := strconv.ParseInt(rest, 2, 64); err == nil {
 			s.kind, s.i = kindInt, v
@@ -124,7 +147,6 @@ func resolve(n *yaml.Node) scalar {
 			s.kind, s.i = kindInt, v
 		}
 	}
-	return s
 }
 
 // uint32Of returns the scalar as a uint32, as envoy's parser decodes one:

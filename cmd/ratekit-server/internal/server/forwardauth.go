@@ -85,140 +85,185 @@ func checkErr(format string, a ...any) error {
 // parseCheck reads a raw /check query. Its errors wrap errCheckSyntax or
 // errCheckTooBig, and never quote a value, which a client may have written.
 func parseCheck(raw string) (checkQuery, error) {
-	var q checkQuery
+	var c checkParser
 	if len(raw) > maxCheckQuery {
-		return q, fmt.Errorf("%w: %d bytes; at most %d", errCheckTooBig, len(raw), maxCheckQuery)
-	}
-	var (
-		cur                    []checkEntry
-		pendingKey             string
-		pending                bool // a key= waits for its value
-		seenHits, seenDeny     bool
-		entries, separatorSeen int
-	)
-	end := func() error {
-		if len(cur) == 0 {
-			if separatorSeen > 0 {
-				return checkErr("a descriptor with no entries")
-			}
-			return nil
-		}
-		if len(q.descriptors) == maxCheckDescriptors {
-			return checkErr("more than %d descriptors", maxCheckDescriptors)
-		}
-		q.descriptors = append(q.descriptors, cur)
-		cur = nil
-		return nil
+		return c.q, fmt.Errorf("%w: %d bytes; at most %d", errCheckTooBig, len(raw), maxCheckQuery)
 	}
 	for part := range strings.SplitSeq(raw, "&") {
 		if part == "" {
 			continue
 		}
-		k, v, hasEq := strings.Cut(part, "=")
-		name, err1 := url.QueryUnescape(k)
-		val, err2 := url.QueryUnescape(v)
-		if err1 != nil || err2 != nil {
-			return q, checkErr("a pair that is not percent-encoded")
-		}
-		if pending {
-			if name != "value" && name != "value_from" && name != "ip_from" {
-				return q, checkErr("key=%s is not followed by value=, value_from= or ip_from=", pendingKey)
-			}
-		}
-		switch name {
-		case "domain":
-			if q.domain != "" {
-				return q, checkErr("domain given twice")
-			}
-			if val == "" {
-				return q, checkErr("an empty domain")
-			}
-			q.domain = val
-			continue
-		case "hits_addend":
-			n, err := strconv.ParseUint(val, 10, 32)
-			if seenHits || err != nil {
-				return q, checkErr("hits_addend must be given once, a number from 0 to %d", uint32(1<<32-1))
-			}
-			q.hits, seenHits = uint32(n), true
-			continue
-		case "deny_status":
-			n, err := strconv.Atoi(val)
-			if seenDeny || err != nil || n < 400 || n > 599 {
-				return q, checkErr("deny_status must be given once, a status from 400 to 599")
-			}
-			q.denyStatus, seenDeny = n, true
-			continue
-		case "descriptor":
-			if val != "" {
-				return q, checkErr("descriptor takes no value")
-			}
-			if err := end(); err != nil {
-				return q, err
-			}
-			separatorSeen++
-			continue
-		case "key":
-			if !hasEq || val == "" {
-				return q, checkErr("an empty key=")
-			}
-			pendingKey, pending = val, true
-			continue
-		case "value", "value_from", "ip_from":
-			if !pending {
-				return q, checkErr("%s= without a key= before it", name)
-			}
-			pending = false
-			e := checkEntry{key: pendingKey, value: val}
-			if name != "value" {
-				if len(val) > maxCheckHeaderName || !httpguts.ValidHeaderFieldName(val) {
-					return q, checkErr("%s= wants a header name", name)
-				}
-				e.value = http.CanonicalHeaderKey(val)
-				e.src = fromHeader
-				if name == "ip_from" {
-					e.src = fromIP
-				}
-			}
-			if err := addEntry(&cur, &entries, e); err != nil {
-				return q, err
-			}
-			continue
-		}
-		if !hasEq {
-			return q, checkErr("a pair without =")
-		}
-		if name == "" {
-			return q, checkErr("an entry with an empty key")
-		}
-		if err := addEntry(&cur, &entries, checkEntry{key: name, value: val}); err != nil {
-			return q, err
+		if err := c.pair(part); err != nil {
+			return c.q, err
 		}
 	}
-	if pending {
-		return q, checkErr("key=%s is not followed by value=, value_from= or ip_from=", pendingKey)
+	if c.pending {
+		return c.q, c.notFollowed()
 	}
-	if err := end(); err != nil {
-		return q, err
+	if err := c.endDescriptor(); err != nil {
+		return c.q, err
 	}
-	if q.domain == "" || len(q.descriptors) == 0 {
-		return q, checkErr("want domain=D and at least one descriptor entry")
+	if c.q.domain == "" || len(c.q.descriptors) == 0 {
+		return c.q, checkErr("want domain=D and at least one descriptor entry")
 	}
-	return q, nil
+	return c.q, nil
 }
 
-func addEntry(cur *[]checkEntry, entries *int, e checkEntry) error {
+// checkParser is parseCheck's state as it reads a query's pairs in order.
+type checkParser struct {
+	q                  checkQuery
+	cur                []checkEntry // the descriptor being read
+	pendingKey         string
+	pending            bool // a key= waits for its value
+	seenHits, seenDeny bool
+	entries            int // in all descriptors
+	separators         int // descriptor pairs read
+}
+
+// pair reads one pair of the query, percent-encoded: one of the reserved
+// names, or an entry of the descriptor being read.
+func (c *checkParser) pair(part string) error {
+	k, v, hasEq := strings.Cut(part, "=")
+	name, err1 := url.QueryUnescape(k)
+	val, err2 := url.QueryUnescape(v)
+	if err1 != nil || err2 != nil {
+		return checkErr("a pair that is not percent-encoded")
+	}
+	if c.pending && name != "value" && name != "value_from" && name != "ip_from" {
+		return c.notFollowed()
+	}
+	switch name {
+	case "domain":
+		return c.domain(val)
+	case "hits_addend":
+		return c.hitsAddend(val)
+	case "deny_status":
+		return c.denyStatus(val)
+	case "descriptor":
+		return c.descriptor(val)
+	case "key":
+		return c.key(val, hasEq)
+	case "value", "value_from", "ip_from":
+		return c.value(name, val)
+	}
+	if !hasEq {
+		return checkErr("a pair without =")
+	}
+	if name == "" {
+		return checkErr("an entry with an empty key")
+	}
+	return c.add(checkEntry{key: name, value: val})
+}
+
+// notFollowed is the error of a key= whose value does not follow it.
+func (c *checkParser) notFollowed() error {
+	return checkErr("key=%s is not followed by value=, value_from= or ip_from=", c.pendingKey)
+}
+
+// domain reads domain=, given once and not empty.
+func (c *checkParser) domain(val string) error {
+	if c.q.domain != "" {
+		return checkErr("domain given twice")
+	}
+	if val == "" {
+		return checkErr("an empty domain")
+	}
+	c.q.domain = val
+	return nil
+}
+
+// hitsAddend reads hits_addend=, given once.
+func (c *checkParser) hitsAddend(val string) error {
+	n, err := strconv.ParseUint(val, 10, 32)
+	if c.seenHits || err != nil {
+		return checkErr("hits_addend must be given once, a number from 0 to %d", uint32(1<<32-1))
+	}
+	c.q.hits, c.seenHits = uint32(n), true
+	return nil
+}
+
+// denyStatus reads deny_status=, given once.
+func (c *checkParser) denyStatus(val string) error {
+	n, err := strconv.Atoi(val)
+	if c.seenDeny || err != nil || n < 400 || n > 599 {
+		return checkErr("deny_status must be given once, a status from 400 to 599")
+	}
+	c.q.denyStatus, c.seenDeny = n, true
+	return nil
+}
+
+// descriptor reads descriptor, which ends the descriptor being read.
+func (c *checkParser) descriptor(val string) error {
+	if val != "" {
+		return checkErr("descriptor takes no value")
+	}
+	if err := c.endDescriptor(); err != nil {
+		return err
+	}
+	c.separators++
+	return nil
+}
+
+// key reads key=, whose value the next pair gives.
+func (c *checkParser) key(val string, hasEq bool) error {
+	if !hasEq || val == "" {
+		return checkErr("an empty key=")
+	}
+	c.pendingKey, c.pending = val, true
+	return nil
+}
+
+// value reads the value of the pending key=: the value itself (value=),
+// or the name of the header it comes from (value_from= and ip_from=).
+func (c *checkParser) value(name, val string) error {
+	if !c.pending {
+		return checkErr("%s= without a key= before it", name)
+	}
+	c.pending = false
+	e := checkEntry{key: c.pendingKey, value: val}
+	if name != "value" {
+		if len(val) > maxCheckHeaderName || !httpguts.ValidHeaderFieldName(val) {
+			return checkErr("%s= wants a header name", name)
+		}
+		e.value = http.CanonicalHeaderKey(val)
+		e.src = fromHeader
+		if name == "ip_from" {
+			e.src = fromIP
+		}
+	}
+	return c.add(e)
+}
+
+// endDescriptor ends the descriptor being read: one with no entries is
+// an error once a descriptor pair has been read, and dropped before.
+func (c *checkParser) endDescriptor() error {
+	if len(c.cur) == 0 {
+		if c.separators > 0 {
+			return checkErr("a descriptor with no entries")
+		}
+		return nil
+	}
+	if len(c.q.descriptors) == maxCheckDescriptors {
+		return checkErr("more than %d descriptors", maxCheckDescriptors)
+	}
+	c.q.descriptors = append(c.q.descriptors, c.cur)
+	c.cur = nil
+	return nil
+}
+
+// add adds entry e to the descriptor being read.
+func (c *checkParser) add(e checkEntry) error {
 	if len(e.key) > maxCheckKey {
 		return checkErr("a key of %d bytes; at most %d", len(e.key), maxCheckKey)
 	}
 	if len(e.value) > maxCheckValue {
 		return checkErr("a value of %d bytes; at most %d", len(e.value), maxCheckValue)
 	}
-	if *entries == maxCheckEntries {
+	if c.entries == maxCheckEntries {
 		return checkErr("more than %d entries", maxCheckEntries)
 	}
-	*entries++
-	*cur = append(*cur, e)
+	c.entries++
+	c.cur = append(c.cur, e)
 	return nil
 }
 

@@ -176,9 +176,39 @@ func (s *Server) limiters(reg *prometheus.Registry) error {
 	return nil
 }
 
+// listen opens the listener of every front door, in the order Addrs
+// reports them (gRPC's apart): HTTP, debug and, when on, Prometheus's,
+// which serves reg.
 func (s *Server) listen(reg *prometheus.Registry) error {
 	set := s.set
-	// gRPC
+	if err := s.listenGRPC(); err != nil {
+		return err
+	}
+	mux, err := s.httpMux()
+	if err != nil {
+		return err
+	}
+	if err := s.serveHTTP("HTTP", net.JoinHostPort(set.Host, strconv.Itoa(set.Port)), mux); err != nil {
+		return err
+	}
+	if err := s.serveHTTP("debug", net.JoinHostPort(set.DebugHost, strconv.Itoa(set.DebugPort)), s.debugMux()); err != nil {
+		return err
+	}
+	if set.UsePrometheus {
+		pmux := http.NewServeMux()
+		pmux.Handle(set.PrometheusPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		if err := s.serveHTTP("Prometheus", set.PrometheusAddr, pmux); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listenGRPC builds the gRPC server, with the rate limit and health
+// services, and opens its listener: GRPC_UDS's socket, or GRPC_HOST and
+// GRPC_PORT.
+func (s *Server) listenGRPC() error {
+	set := s.set
 	s.grpc = grpc.NewServer(
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionAge: set.GRPCMaxConnectionAge, MaxConnectionAgeGrace: set.GRPCMaxConnectionAgeGrace,
@@ -201,24 +231,31 @@ func (s *Server) listen(reg *prometheus.Registry) error {
 	if err != nil {
 		return fmt.Errorf("gRPC listener: %w", err)
 	}
-	// HTTP
+	return nil
+}
+
+// httpMux returns the handlers of the HTTP port: health, /json, /check
+// and, with an admin token, the admin endpoints.
+func (s *Server) httpMux() (*http.ServeMux, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/healthcheck", s.health)
 	mux.Handle("/json", jsonHandler(s.svc, s.log))
-	ipKey, err := newIPKey(set.TrustedProxies)
+	ipKey, err := newIPKey(s.set.TrustedProxies)
 	if err != nil {
-		return fmt.Errorf("RATEKIT_TRUSTED_PROXIES: %w", err)
+		return nil, fmt.Errorf("RATEKIT_TRUSTED_PROXIES: %w", err)
 	}
 	mux.Handle("/check", checkHandler(s.svc, ipKey, s.log))
-	if set.AdminToken != "" {
-		admin := adminHandler(s.svc, set.AdminToken, s.log)
+	if s.set.AdminToken != "" {
+		admin := adminHandler(s.svc, s.set.AdminToken, s.log)
 		mux.Handle("/admin/quota", admin)
 		mux.Handle("/admin/reset", admin)
 	}
-	if err := s.serveHTTP("HTTP", net.JoinHostPort(set.Host, strconv.Itoa(set.Port)), mux); err != nil {
-		return err
-	}
-	// debug
+	return mux, nil
+}
+
+// debugMux returns the handlers of the debug port, as envoy's: the
+// configuration, pprof, and at / the list of them.
+func (s *Server) debugMux() *http.ServeMux {
 	endpoints := map[string]string{
 		"/rlconfig":            "print out the currently loaded configuration for debugging",
 		"/debug/pprof/":        "root of various pprof endpoints. hit for help.",
@@ -242,17 +279,7 @@ func (s *Server) listen(reg *prometheus.Registry) error {
 			fmt.Fprintf(w, "%s: %s\n", k, endpoints[k])
 		}
 	})
-	if err := s.serveHTTP("debug", net.JoinHostPort(set.DebugHost, strconv.Itoa(set.DebugPort)), dmux); err != nil {
-		return err
-	}
-	if set.UsePrometheus {
-		pmux := http.NewServeMux()
-		pmux.Handle(set.PrometheusPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		if err := s.serveHTTP("Prometheus", set.PrometheusAddr, pmux); err != nil {
-			return err
-		}
-	}
-	return nil
+	return dmux
 }
 
 // serveHTTP opens a listener for h now, and serves it from Serve on.

@@ -285,58 +285,73 @@ func (s *Service) decide(ctx context.Context, domain string, ds []descriptor) er
 	// descriptors are counted apart, as envoy counts them: several are
 	// asked at once, so that they share a round trip, except those of one
 	// storage key, which go one after the other in request order
+	var err error
 	if len(ds) == 1 {
 		if d := &ds[0]; d.rule != nil && d.status == nil {
-			if err := s.decideOne(ctx, d); err != nil {
-				return err
-			}
+			err = s.decideOne(ctx, d)
 		}
-		if d := &ds[0]; d.rule != nil {
+	} else {
+		err = s.decideGroups(ctx, byStorageKey(ds))
+	}
+	if err != nil {
+		return err
+	}
+	for i := range ds {
+		if d := &ds[i]; d.rule != nil {
 			s.record(d)
 		}
-		return nil
 	}
-	groups := map[string][]*descriptor{}
-	var order []string
+	return nil
+}
+
+// byStorageKey returns the descriptors of ds still to decide, grouped by
+// storage key (identity, algorithm and window), each group in request
+// order and the groups in the order of their first descriptor.
+func byStorageKey(ds []descriptor) [][]*descriptor {
+	var groups [][]*descriptor
+	index := map[string]int{}
 	for i := range ds {
 		d := &ds[i]
 		if d.rule == nil || d.status != nil {
 			continue
 		}
 		k := d.identity + "\x00" + d.limit.Algorithm.String() + d.limit.Period.String()
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
+		j, ok := index[k]
+		if !ok {
+			j = len(groups)
+			index[k] = j
+			groups = append(groups, nil)
 		}
-		groups[k] = append(groups[k], d)
+		groups[j] = append(groups[j], d)
 	}
-	run := func(g []*descriptor) error {
-		for _, d := range g {
-			if err := s.decideOne(ctx, d); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	switch len(order) {
+	return groups
+}
+
+// decideGroups decides each group's descriptors one after the other, and
+// the groups at once, each in a goroutine of its own when there are
+// several.
+func (s *Service) decideGroups(ctx context.Context, groups [][]*descriptor) error {
+	switch len(groups) {
 	case 0:
+		return nil
 	case 1:
-		if err := run(groups[order[0]]); err != nil {
-			return err
-		}
-	default:
-		errs := make([]error, len(order))
-		var wg sync.WaitGroup
-		for i, k := range order {
-			wg.Go(func() { errs[i] = run(groups[k]) })
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return err
-		}
+		return s.decideInOrder(ctx, groups[0])
 	}
-	for i := range ds {
-		if d := &ds[i]; d.rule != nil {
-			s.record(d)
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Go(func() { errs[i] = s.decideInOrder(ctx, g) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// decideInOrder decides the descriptors of g one after the other, and
+// stops at the first error.
+func (s *Service) decideInOrder(ctx context.Context, g []*descriptor) error {
+	for _, d := range g {
+		if err := s.decideOne(ctx, d); err != nil {
+			return err
 		}
 	}
 	return nil

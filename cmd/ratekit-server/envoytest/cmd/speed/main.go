@@ -65,58 +65,13 @@ func main() {
 		log.Fatal(err)
 	}
 	proctest.WriteConfigDir(filepath.Join(dir, "rt"), map[string]string{"bench.yaml": config})
+	var undo cleanup
+	defer undo.run()
 	servers := map[string]*side{}
 	for _, name := range []string{"envoy", "ratekit"} {
-		rs, err := startRedis(dir, name)
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer rs.Process.Kill()
-		bin := bins.Envoy
-		env := proctest.RuntimeEnv(filepath.Join(dir, "rt"))
-		env["REDIS_URL"] = rs.addr
-		if name == "ratekit" {
-			bin = bins.Ratekit
-			// every decision on Redis, as envoy's: a call past the default
-			// 50 ms deadline would be decided locally, which costs less
-			env["RATEKIT_TIMEOUT"] = "1s"
-		}
-		p, err := proctest.Start(name, bin, env)
-		if err != nil {
-			log.Fatal(err)
-		}
-		defer p.Stop()
-		s := &side{name: name, proc: p, redis: rs.addr}
-		for range *conns {
-			c, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				log.Fatal(err)
-			}
-			defer c.Close()
-			s.clients = append(s.clients, rlspb.NewRateLimitServiceClient(c))
-		}
-		servers[name] = s
+		servers[name] = startSide(dir, name, bins, *conns, &undo)
 	}
-	var cells []cell
-	for _, lv := range strings.Split(*levels, ",") {
-		c, _ := strconv.Atoi(lv)
-		for _, hot := range []bool{false, true} {
-			cl := cell{conc: c, hot: hot, res: map[string]*result{"envoy": {}, "ratekit": {}}}
-			for r := range *rounds {
-				order := []string{"envoy", "ratekit"}
-				if r%2 == 1 {
-					order = []string{"ratekit", "envoy"}
-				}
-				for _, name := range order {
-					if *only == "" || *only == name {
-						servers[name].run(c, hot, *dur, cl.res[name])
-					}
-				}
-			}
-			cells = append(cells, cl)
-			fmt.Fprintln(os.Stderr, cl.line())
-		}
-	}
+	cells := measure(servers, *levels, *rounds, *dur, *only)
 	if *only != "" {
 		return
 	}
@@ -128,6 +83,78 @@ func main() {
 	if err := writeSection(*out, table); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// cleanup is what main undoes on its way out, the last added first.
+type cleanup []func()
+
+func (c *cleanup) add(f func()) { *c = append(*c, f) }
+
+func (c *cleanup) run() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
+	}
+}
+
+// startSide starts server name (envoy or ratekit) on a redis-server of its
+// own, with conns gRPC clients, and adds to undo what stops them.
+func startSide(dir, name string, bins envoytest.Binaries, conns int, undo *cleanup) *side {
+	rs, err := startRedis(dir, name)
+	if err != nil {
+		log.Fatal(err)
+	}
+	undo.add(func() { _ = rs.Process.Kill() })
+	bin := bins.Envoy
+	env := proctest.RuntimeEnv(filepath.Join(dir, "rt"))
+	env["REDIS_URL"] = rs.addr
+	if name == "ratekit" {
+		bin = bins.Ratekit
+		// every decision on Redis, as envoy's: a call past the default
+		// 50 ms deadline would be decided locally, which costs less
+		env["RATEKIT_TIMEOUT"] = "1s"
+	}
+	p, err := proctest.Start(name, bin, env)
+	if err != nil {
+		log.Fatal(err)
+	}
+	undo.add(p.Stop)
+	s := &side{name: name, proc: p, redis: rs.addr}
+	for range conns {
+		c, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			log.Fatal(err)
+		}
+		undo.add(func() { _ = c.Close() })
+		s.clients = append(s.clients, rlspb.NewRateLimitServiceClient(c))
+	}
+	return s
+}
+
+// measure runs every cell, at each number of concurrent calls in levels
+// (comma-separated) over distinct descriptors and over one hot one: rounds
+// of d per server, which go first by turns; with only, that server alone.
+func measure(servers map[string]*side, levels string, rounds int, d time.Duration, only string) []cell {
+	var cells []cell
+	for _, lv := range strings.Split(levels, ",") {
+		c, _ := strconv.Atoi(lv)
+		for _, hot := range []bool{false, true} {
+			cl := cell{conc: c, hot: hot, res: map[string]*result{"envoy": {}, "ratekit": {}}}
+			for r := range rounds {
+				order := []string{"envoy", "ratekit"}
+				if r%2 == 1 {
+					order = []string{"ratekit", "envoy"}
+				}
+				for _, name := range order {
+					if only == "" || only == name {
+						servers[name].run(c, hot, d, cl.res[name])
+					}
+				}
+			}
+			cells = append(cells, cl)
+			fmt.Fprintln(os.Stderr, cl.line())
+		}
+	}
+	return cells
 }
 
 type side struct {

@@ -148,11 +148,29 @@ func subst(s string, pairs ...string) string {
 	return out
 }
 
+// setup starts every process the rows and the exactness runs need:
+// redis-server, the ratekit-server replicas, the upstream, and the
+// gateways.
 func (b *bench) setup() error {
 	bin, err := gatewaytest.BuildServer(b.dir, false)
 	if err != nil {
 		return err
 	}
+	if err := b.startRatekit(bin); err != nil {
+		return err
+	}
+	b.app = gatewaytest.NewUpstream(false)
+	app := b.app.Addr()
+	b.gateways, b.pids = map[string]string{}, map[string]int{}
+	if err := b.startNginxes(app); err != nil {
+		return err
+	}
+	return b.startCaddies(app)
+}
+
+// startRatekit starts redis-server and two ratekit-server replicas over
+// it, with the configuration docs/benchmarks-gateways.md holds.
+func (b *bench) startRatekit(bin string) error {
 	rs, err := gatewaytest.StartRedis(b.dir)
 	if err != nil {
 		return err
@@ -177,27 +195,12 @@ func (b *bench) setup() error {
 		b.procs = append(b.procs, p)
 		b.replicas = append(b.replicas, p)
 	}
-	b.app = gatewaytest.NewUpstream(false)
-	app := b.app.Addr()
-	b.gateways, b.pids = map[string]string{}, map[string]int{}
+	return nil
+}
 
-	nginx := func(name, site string, extra map[string]string) (string, error) {
-		addr, err := gatewaytest.FreePort()
-		if err != nil {
-			return "", err
-		}
-		files := map[string]string{"site.conf": subst(site, "listen 8000;", "listen "+addr+";", "server app:9000;", "server "+app+";")}
-		for k, v := range extra {
-			files[k] = v
-		}
-		p, err := gatewaytest.StartNginx(b.dir, strings.ReplaceAll(name, " ", "-"), addr, files, 2)
-		if err != nil {
-			return "", err
-		}
-		b.procs = append(b.procs, p)
-		b.pids[name] = p.Pid()
-		return addr, nil
-	}
+// startNginxes starts the nginx gateways in front of upstream app: those
+// of the rows, the three limit_req ones and the guide's two.
+func (b *bench) startNginxes(app string) error {
 	guide := subst(block("gateways-nginx.md", "nginx"),
 		"server ratekit-a:8080;", "server "+b.replicas[0].HTTP+";",
 		"server ratekit-b:8080;", "server "+b.replicas[1].HTTP+";")
@@ -213,46 +216,76 @@ func (b *bench) setup() error {
 		// the guide's, its checks sent by GET: what proxy_method HEAD spares
 		{"nginx + ratekit GET", guide, map[string]string{"snippets/ratekit-check.conf": subst(check["snippets/ratekit-check.conf"], "proxy_method HEAD;", "")}},
 	} {
-		if b.gateways[g.name], err = nginx(g.name, g.site, g.extra); err != nil {
+		var err error
+		if b.gateways[g.name], err = b.nginx(g.name, g.site, app, g.extra); err != nil {
 			return err
 		}
 	}
 	for i := range 3 {
-		addr, err := nginx(fmt.Sprintf("limit_req %d", i+1), limitReq, nil)
+		addr, err := b.nginx(fmt.Sprintf("limit_req %d", i+1), limitReq, app, nil)
 		if err != nil {
 			return err
 		}
 		b.limitReq = append(b.limitReq, addr)
 	}
 	for i := range 2 {
-		addr, err := nginx(fmt.Sprintf("guide %d", i+1), guide, check)
+		addr, err := b.nginx(fmt.Sprintf("guide %d", i+1), guide, app, check)
 		if err != nil {
 			return err
 		}
 		b.guideGW = append(b.guideGW, addr)
 	}
+	return nil
+}
 
-	caddy := func(name, cf string) (string, error) {
-		addr, err1 := gatewaytest.FreePort()
-		admin, err2 := gatewaytest.FreePort()
-		if err1 != nil || err2 != nil {
-			return "", fmt.Errorf("no free port: %v %v", err1, err2)
-		}
-		cf = subst(cf, "admin localhost:2019", "admin "+admin, "http://:8000", "http://"+addr, "app:9000", app)
-		p, err := gatewaytest.StartCaddy(b.dir, strings.ReplaceAll(name, " ", "-"), addr, cf)
-		if err != nil {
-			return "", err
-		}
-		b.procs = append(b.procs, p)
-		b.pids[name] = p.Pid()
-		return addr, nil
+// nginx starts an nginx named name with site, its upstream app, and the
+// extra files, and returns its address.
+func (b *bench) nginx(name, site, app string, extra map[string]string) (string, error) {
+	addr, err := gatewaytest.FreePort()
+	if err != nil {
+		return "", err
 	}
-	if b.gateways["caddy"], err = caddy("caddy", block("benchmarks-gateways.md", "caddy-alone")); err != nil {
+	files := map[string]string{"site.conf": subst(site, "listen 8000;", "listen "+addr+";", "server app:9000;", "server "+app+";")}
+	for k, v := range extra {
+		files[k] = v
+	}
+	p, err := gatewaytest.StartNginx(b.dir, strings.ReplaceAll(name, " ", "-"), addr, files, 2)
+	if err != nil {
+		return "", err
+	}
+	b.procs = append(b.procs, p)
+	b.pids[name] = p.Pid()
+	return addr, nil
+}
+
+// startCaddies starts the Caddy gateways of the rows in front of upstream
+// app: Caddy alone, and the forward auth guide's.
+func (b *bench) startCaddies(app string) error {
+	var err error
+	if b.gateways["caddy"], err = b.caddy("caddy", block("benchmarks-gateways.md", "caddy-alone"), app); err != nil {
 		return err
 	}
 	cf := subst(block("gateways-caddy-forward-auth.md", "caddy"), "ratekit-a:8080 ratekit-b:8080", b.replicas[0].HTTP+" "+b.replicas[1].HTTP)
-	b.gateways["caddy + ratekit"], err = caddy("caddy + ratekit", cf)
+	b.gateways["caddy + ratekit"], err = b.caddy("caddy + ratekit", cf, app)
 	return err
+}
+
+// caddy starts a Caddy named name with Caddyfile cf, its upstream app,
+// and returns its address.
+func (b *bench) caddy(name, cf, app string) (string, error) {
+	addr, err1 := gatewaytest.FreePort()
+	admin, err2 := gatewaytest.FreePort()
+	if err1 != nil || err2 != nil {
+		return "", fmt.Errorf("no free port: %v %v", err1, err2)
+	}
+	cf = subst(cf, "admin localhost:2019", "admin "+admin, "http://:8000", "http://"+addr, "app:9000", app)
+	p, err := gatewaytest.StartCaddy(b.dir, strings.ReplaceAll(name, " ", "-"), addr, cf)
+	if err != nil {
+		return "", err
+	}
+	b.procs = append(b.procs, p)
+	b.pids[name] = p.Pid()
+	return addr, nil
 }
 
 // closedChecks counts the connections to the replicas' HTTP ports that a
