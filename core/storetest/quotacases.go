@@ -244,62 +244,87 @@ func refundToItsSpend(h *harness, alg core.Algorithm) {
 	key := h.key("refund-spend")
 	switch alg {
 	case core.FixedWindow:
-		l := core.Limit{Rate: 3, Period: time.Second, Burst: 3, Algorithm: alg}
-		h.beforeEdge(l.Period, 100*time.Millisecond)
-		first := h.one(key, l, 1)
-		h.expect("a unit 100 ms before the edge", first, true, 2)
-		h.step(150 * time.Millisecond)
-		var last core.Result
-		for i := range 3 {
-			last = h.one(key, l, 1)
-			h.expect(fmt.Sprintf("unit %d of the next window", i+1), last, true, 2-i)
-		}
-		late := first.ResetAfter - 150*time.Millisecond + 300*time.Millisecond
-		h.expect("the refund of the unit of the window over", h.refundWithin(key, l, 1, late), false, 0)
-		h.expect("the refund of a unit of this window", h.refundWithin(key, l, 1, last.ResetAfter), true, 1)
-		h.expect("a refund whose bound is past", h.refundWithin(key, l, 1, -time.Millisecond), true, 1)
-		h.expect("a refund without a bound", h.refundWithin(key, l, 1, 0), true, 2)
+		refundFixedToItsWindow(h, key)
 	case core.SlidingWindowCounter:
-		l := core.Limit{Rate: 10, Period: time.Second, Burst: 10, Algorithm: alg}
-		h.beforeEdge(l.Period, 100*time.Millisecond)
-		first := h.one(key, l, 5)
-		h.expect("5 units 100 ms before the edge", first, true, 5)
-		h.step(150 * time.Millisecond)
-		// the 5 of the previous window weigh 4.75
-		second := h.one(key, l, 5)
-		h.expect("5 units 50 ms into the next window", second, true, 0)
-		late := first.ResetAfter - 150*time.Millisecond + 100*time.Millisecond
-		h.expect("the refund of the previous window's 5", h.refundWithin(key, l, 5, late), true, 5)
-		h.step(800 * time.Millisecond)
-		h.expect("850 ms into the window, its own 5 still spent", h.peek(key, l), true, 5)
-		h.expect("a refund whose bound is past", h.refundWithin(key, l, 5, -time.Millisecond), true, 5)
-		h.expect("the refund of this window's 5", h.refundWithin(key, l, 5, second.ResetAfter-800*time.Millisecond), true, 10)
+		refundCounterToItsWindow(h, key)
 	case core.SlidingWindowLog:
-		l := core.Limit{Rate: 3, Period: time.Second, Burst: 3, Algorithm: alg}
-		first := h.one(key, l, 1)
-		h.expect("a unit", first, true, 2)
-		h.step(300 * time.Millisecond)
-		second := h.one(key, l, 2)
-		h.expect("2 units 300 ms later", second, true, 0)
-		late := first.ResetAfter - 300*time.Millisecond + 10*time.Millisecond
-		h.expect("the refund of the first unit", h.refundWithin(key, l, 1, late), true, 1)
-		// units of one instant stay distinct after a refund took an
-		// older one from under them
-		h.expect("a unit in the instant of the refund", h.one(key, l, 1), true, 0)
-		h.expect("a unit more in that instant", h.one(key, l, 1), false, 0)
-		h.step(750 * time.Millisecond)
-		h.expect("once the first unit would have left the log", h.peek(key, l), false, 0)
-		h.expect("a refund whose bound is past", h.refundWithin(key, l, 1, -time.Millisecond), false, 0)
-		h.expect("the refund of a later unit", h.refundWithin(key, l, 1, second.ResetAfter-750*time.Millisecond), true, 1)
-		h.expect("a refund without a bound", h.refundWithin(key, l, 1, 0), true, 2)
+		refundLogToItsMember(h, key)
 	default:
-		l := core.Limit{Rate: 3, Period: time.Second, Burst: 3, Algorithm: alg}
-		first := h.one(key, l, 1)
-		h.expect("a unit", first, true, 2)
-		h.step(100 * time.Millisecond)
-		h.expect("2 units 100 ms later", h.one(key, l, 2), true, 0)
-		h.expect("the refund of the first unit", h.refundWithin(key, l, 1, first.ResetAfter-100*time.Millisecond), true, 1)
-		h.expect("a refund whose bound is past", h.refundWithin(key, l, 1, -time.Millisecond), true, 1)
-		h.expect("a refund without a bound", h.refundWithin(key, l, 1, 0), true, 2)
+		refundGCRAToItsSpend(h, key, alg)
 	}
+}
+
+// refundFixedToItsWindow: a fixed window's unit spent before the edge
+// gives nothing back once its window is over; one of the current window
+// does, within its bound.
+func refundFixedToItsWindow(h *harness, key string) {
+	l := core.Limit{Rate: 3, Period: time.Second, Burst: 3, Algorithm: core.FixedWindow}
+	h.beforeEdge(l.Period, 100*time.Millisecond)
+	first := h.one(key, l, 1)
+	h.expect("a unit 100 ms before the edge", first, true, 2)
+	h.step(150 * time.Millisecond)
+	var last core.Result
+	for i := range 3 {
+		last = h.one(key, l, 1)
+		h.expect(fmt.Sprintf("unit %d of the next window", i+1), last, true, 2-i)
+	}
+	late := first.ResetAfter - 150*time.Millisecond + 300*time.Millisecond
+	h.expect("the refund of the unit of the window over", h.refundWithin(key, l, 1, late), false, 0)
+	h.expect("the refund of a unit of this window", h.refundWithin(key, l, 1, last.ResetAfter), true, 1)
+	h.expect("a refund whose bound is past", h.refundWithin(key, l, 1, -time.Millisecond), true, 1)
+	h.expect("a refund without a bound", h.refundWithin(key, l, 1, 0), true, 2)
+}
+
+// refundCounterToItsWindow: a sliding counter's refund goes to the window
+// its units were spent in, the previous one's count or the current one's.
+func refundCounterToItsWindow(h *harness, key string) {
+	l := core.Limit{Rate: 10, Period: time.Second, Burst: 10, Algorithm: core.SlidingWindowCounter}
+	h.beforeEdge(l.Period, 100*time.Millisecond)
+	first := h.one(key, l, 5)
+	h.expect("5 units 100 ms before the edge", first, true, 5)
+	h.step(150 * time.Millisecond)
+	// the 5 of the previous window weigh 4.75
+	second := h.one(key, l, 5)
+	h.expect("5 units 50 ms into the next window", second, true, 0)
+	late := first.ResetAfter - 150*time.Millisecond + 100*time.Millisecond
+	h.expect("the refund of the previous window's 5", h.refundWithin(key, l, 5, late), true, 5)
+	h.step(800 * time.Millisecond)
+	h.expect("850 ms into the window, its own 5 still spent", h.peek(key, l), true, 5)
+	h.expect("a refund whose bound is past", h.refundWithin(key, l, 5, -time.Millisecond), true, 5)
+	h.expect("the refund of this window's 5", h.refundWithin(key, l, 5, second.ResetAfter-800*time.Millisecond), true, 10)
+}
+
+// refundLogToItsMember: a sliding log's refund removes the member it
+// admitted, not a later one, and units admitted in one instant stay
+// distinct.
+func refundLogToItsMember(h *harness, key string) {
+	l := core.Limit{Rate: 3, Period: time.Second, Burst: 3, Algorithm: core.SlidingWindowLog}
+	first := h.one(key, l, 1)
+	h.expect("a unit", first, true, 2)
+	h.step(300 * time.Millisecond)
+	second := h.one(key, l, 2)
+	h.expect("2 units 300 ms later", second, true, 0)
+	late := first.ResetAfter - 300*time.Millisecond + 10*time.Millisecond
+	h.expect("the refund of the first unit", h.refundWithin(key, l, 1, late), true, 1)
+	// units of one instant stay distinct after a refund took an
+	// older one from under them
+	h.expect("a unit in the instant of the refund", h.one(key, l, 1), true, 0)
+	h.expect("a unit more in that instant", h.one(key, l, 1), false, 0)
+	h.step(750 * time.Millisecond)
+	h.expect("once the first unit would have left the log", h.peek(key, l), false, 0)
+	h.expect("a refund whose bound is past", h.refundWithin(key, l, 1, -time.Millisecond), false, 0)
+	h.expect("the refund of a later unit", h.refundWithin(key, l, 1, second.ResetAfter-750*time.Millisecond), true, 1)
+	h.expect("a refund without a bound", h.refundWithin(key, l, 1, 0), true, 2)
+}
+
+// refundGCRAToItsSpend: a GCRA key gets its units back within the bound.
+func refundGCRAToItsSpend(h *harness, key string, alg core.Algorithm) {
+	l := core.Limit{Rate: 3, Period: time.Second, Burst: 3, Algorithm: alg}
+	first := h.one(key, l, 1)
+	h.expect("a unit", first, true, 2)
+	h.step(100 * time.Millisecond)
+	h.expect("2 units 100 ms later", h.one(key, l, 2), true, 0)
+	h.expect("the refund of the first unit", h.refundWithin(key, l, 1, first.ResetAfter-100*time.Millisecond), true, 1)
+	h.expect("a refund whose bound is past", h.refundWithin(key, l, 1, -time.Millisecond), true, 1)
+	h.expect("a refund without a bound", h.refundWithin(key, l, 1, 0), true, 2)
 }
