@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Measures what each ratekit algorithm costs Redis per decision (unbatched,
-# batched and, for GCRA, leasing; on 100,000 keys and on one hot key) and
+# batched and, for GCRA, leasing; the outbound reservation; ratekit-server's
+# gRPC path, the server built from this tree and run as a process; on
+# 100,000 keys and on one hot key) and
 # writes docs/capacity.md: the measurements, and from them the masters a
 # rate needs, a hot key's cap, leasing's lift and overshoot, and a fleet's
 # network. It starts and stops its own redis-server (which must be on PATH).

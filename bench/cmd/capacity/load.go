@@ -18,12 +18,14 @@ import (
 type mode int
 
 const (
-	unbatched mode = iota // redisstore.WithoutBatching(): one command a call
-	batched               // the default: concurrent calls share pipelines
-	leasing               // a LeasingStore over the default RedisStore
+	unbatched   mode = iota // redisstore.WithoutBatching(): one command a call
+	batched                 // the default: concurrent calls share pipelines
+	leasing                 // a LeasingStore over the default RedisStore
+	reservation             // the outbound Limiter's Reserve, without the wait
+	server                  // ratekit-server's gRPC ShouldRateLimit, a process of its own
 )
 
-var modeNames = [...]string{"unbatched", "batched", "leasing"}
+var modeNames = [...]string{"unbatched", "batched", "leasing", "outbound Reserve", "ratekit-server gRPC"}
 
 func (m mode) String() string { return modeNames[m] }
 
@@ -34,8 +36,19 @@ func (m mode) setup() string {
 		return "`redisstore.New(client, redisstore.WithoutBatching())`"
 	case batched:
 		return "`redisstore.New(client)` (batching by default)"
-	default:
+	case leasing:
 		return "`leasestore.New(redisstore.New(client))` (defaults)"
+	case reservation:
+		return "`outbound.New(client, \"api\", outbound.PerMinute(n).WithBurst(n), outbound.WithPrefix(prefix), outbound.WithTimeout(time.Second))` " +
+			"(heartbeat, margin and breaker at their defaults), called as `r, err := lim.Reserve(ctx, identity)`: one " +
+			"reservation a decision, never slept to nor cancelled, allowed when `r.Delay() == 0`; a turn decided without Redis " +
+			"(`r.Degraded()`) fails the run"
+	default:
+		return fmt.Sprintf("ratekit-server built from this tree (`go build -C cmd/ratekit-server`) and run as a process on loopback ports "+
+			"against the program's redis-server, one domain with one descriptor of n per minute, `RATEKIT_TIMEOUT=1s`, "+
+			"`RATEKIT_FAILURE_POLICY=closed` (a decision Redis did not make is a denial), its other settings at their defaults "+
+			"(envoy's algorithm, `RATEKIT_BATCH=4`, `REDIS_POOL_SIZE=10`), called with go-control-plane's `ratelimit/v3` client over %d "+
+			"gRPC connections, `ShouldRateLimit` with one descriptor a call; OK is allowed, OVER_LIMIT denied", serverConns)
 	}
 }
 
@@ -52,22 +65,53 @@ type runCase struct {
 	keys keyCase
 }
 
-func (c runCase) String() string { return fmt.Sprintf("%s %s %s", c.alg, c.mode, c.keys.name) }
+func (c runCase) String() string { return fmt.Sprintf("%s %s %s", c.algName(), c.mode, c.keys.name) }
+
+// algName names the case's algorithm: ratekit's name for it, or for
+// ratekit-server's default, envoy's fixed window, the server's
+// (RATEKIT_ALGORITHM=compatible).
+func (c runCase) algName() string {
+	if c.mode == server {
+		return "compatible"
+	}
+	return c.alg.String()
+}
+
+// keyspace names the keys a case decides on: each algorithm's stores
+// share theirs; the outbound Limiter and the server have their own.
+func (c runCase) keyspace() string {
+	switch c.mode {
+	case reservation:
+		return "outbound"
+	case server:
+		return "server"
+	}
+	return c.alg.String()
+}
 
 // cases returns every combination measured: each algorithm unbatched and
-// batched, GCRA also leasing, each on many keys and on one hot key.
+// batched, GCRA also leasing, then the outbound reservation (a GCRA
+// schedule) and ratekit-server's gRPC path (envoy's fixed window), each on
+// many keys and on one hot key.
 func cases(manyKeys int) []runCase {
 	var cs []runCase
+	keys := []keyCase{{manyName(manyKeys), manyKeys}, {"hot", 1}}
 	for _, alg := range []core.Algorithm{core.GCRA, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
 		modes := []mode{unbatched, batched}
 		if alg == core.GCRA {
 			modes = append(modes, leasing)
 		}
 		for _, m := range modes {
-			for _, k := range []keyCase{{manyName(manyKeys), manyKeys}, {"hot", 1}} {
+			for _, k := range keys {
 				cs = append(cs, runCase{alg, m, k})
 			}
 		}
+	}
+	for _, k := range keys {
+		cs = append(cs, runCase{core.GCRA, reservation, k})
+	}
+	for _, k := range keys {
+		cs = append(cs, runCase{core.FixedWindow, server, k})
 	}
 	return cs
 }
@@ -94,16 +138,25 @@ func limitFor(alg core.Algorithm) core.Limit {
 	return core.PerMinute(benchRate).WithAlgorithm(alg)
 }
 
-// keysFor returns the storage keys of a case, shaped as a Limiter builds
-// them; each algorithm has keys of its own, since each keeps its own kind
-// of value, and its modes share them.
-func keysFor(alg core.Algorithm, k keyCase) []string {
-	if k.count == 1 {
-		return []string{"cap-" + alg.String() + ":api:{ip:hot}"}
+// keysFor returns the keys of a case: for a store, storage keys shaped as
+// a Limiter builds them, each algorithm's of its own, since each keeps its
+// own kind of value, and its modes share them; for the outbound Limiter
+// the identities it builds its keys of (prefix + "api:{" + identity +
+// "}"); for the server the descriptor's values, client addresses.
+func keysFor(c runCase) []string {
+	key := func(ip string) string { return "cap-" + c.alg.String() + ":api:{ip:" + ip + "}" }
+	switch c.mode {
+	case reservation:
+		key = func(ip string) string { return "ip:" + ip }
+	case server:
+		key = func(ip string) string { return ip }
 	}
-	keys := make([]string, k.count)
+	if c.keys.count == 1 {
+		return []string{key("hot")}
+	}
+	keys := make([]string, c.keys.count)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("cap-%s:api:{ip:10.%d.%d.%d}", alg, i>>16&255, i>>8&255, i&255)
+		keys[i] = key(fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255))
 	}
 	return keys
 }
@@ -156,30 +209,51 @@ type loadResult struct {
 	elapsed                            time.Duration
 }
 
-// load runs g goroutines that call store.AllowAllN on keys in turn, until
-// n decisions have been made or maxDur has passed.
-func load(ctx context.Context, store core.Store, keys []string, limit core.Limit, g int, n int64, maxDur time.Duration) loadResult {
+// decider makes one decision on key; each goroutine of a load has its own.
+type decider func(key string) (allowed bool, err error)
+
+// storeDeciders returns deciders that call store.AllowAllN with one check
+// of limit, each reusing its own slice.
+func storeDeciders(ctx context.Context, store core.Store, limit core.Limit) func() decider {
+	return func() decider {
+		checks := []core.Check{{Limit: limit}}
+		return func(key string) (bool, error) {
+			checks[0].Key = key
+			res, err := store.AllowAllN(ctx, checks, 1)
+			if err != nil {
+				return false, err
+			}
+			return res[0].Allowed, nil
+		}
+	}
+}
+
+// load runs g goroutines, each with a decider of newDecider, on keys in
+// turn, until n decisions have been made or maxDur has passed.
+func load(newDecider func() decider, keys []string, g int, n int64, maxDur time.Duration) loadResult {
 	var next, allowed, denied, errs atomic.Int64
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
+	deciders := make([]decider, g)
+	for i := range deciders {
+		deciders[i] = newDecider()
+	}
 	start := time.Now()
 	deadline := start.Add(maxDur)
-	for range g {
+	for _, decide := range deciders {
 		wg.Go(func() {
-			checks := []core.Check{{Limit: limit}}
 			for {
 				i := next.Add(1)
 				if i > n || time.Now().After(deadline) {
 					return
 				}
-				checks[0].Key = keys[int(i%int64(len(keys)))]
-				res, err := store.AllowAllN(ctx, checks, 1)
+				ok, err := decide(keys[int(i%int64(len(keys)))])
 				switch {
 				case err != nil:
 					errs.Add(1)
 					once.Do(func() { firstErr = err })
-				case res[0].Allowed:
+				case ok:
 					allowed.Add(1)
 				default:
 					denied.Add(1)

@@ -6,9 +6,13 @@
 // It starts its own redis-server on a free loopback port (and kills it by
 // pid at the end). For each algorithm, unbatched, batched and, for GCRA,
 // leasing, it runs goroutines calling store.AllowAllN on 100,000 keys and
-// on one hot key, and reads around each run INFO commandstats, INFO stats
-// and the server process's CPU time from /proc. It reports medians over
-// rounds, with their spread, and the arithmetic of every derived figure.
+// on one hot key; then the same load through the outbound reservation
+// (outbound.Limiter.Reserve, without the wait) and through ratekit-server's
+// gRPC path (the server built from this tree, run as a process against the
+// same redis-server and stopped by its pid). Around each run it reads INFO
+// commandstats, INFO stats and redis-server's CPU time from /proc. It
+// reports medians over rounds, with their spread, and the arithmetic of
+// every derived figure.
 //
 //	go run ./cmd/capacity -out ../docs/capacity.md   # from bench/; or bench/capacity.sh
 //	go run ./cmd/capacity -quick -out /dev/null      # seconds; for CI
@@ -41,6 +45,9 @@ type options struct {
 	out        string
 	cmdline    string
 	note       string
+	// serverBin is a ratekit-server binary for the server rows; empty:
+	// built from this tree.
+	serverBin string
 }
 
 func main() {
@@ -55,6 +62,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "write the markdown report to this file (default: standard output)")
 	flag.StringVar(&o.cmdline, "cmdline", "", "command line to print in the report (default: this one)")
 	flag.StringVar(&o.note, "note", "", "a note on the machine, printed in the report")
+	flag.StringVar(&o.serverBin, "ratekit-server", "", "a ratekit-server binary to run for its rows (default: built from this tree)")
 	flag.Parse()
 	if o.cmdline == "" {
 		o.cmdline = strings.TrimSpace("go run ./cmd/capacity " + strings.Join(os.Args[1:], " "))

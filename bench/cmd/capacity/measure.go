@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/bench/internal/figures"
-	"github.com/ratekit/ratekit/core"
 )
 
 // sample is one run of one case: what the client counted and what the
@@ -74,23 +73,30 @@ func (r row) cpuOK() bool {
 	return len(r.samples) > 0
 }
 
-// measure runs every case once a round and returns a row per case.
-func measure(ctx context.Context, client *redis.Client, pid int, o options) ([]row, error) {
+// measure runs every case once a round and returns a row per case; the
+// server rows' ratekit-server runs from the first of them to the end.
+func measure(ctx context.Context, client *redis.Client, pid int, o options) (_ []row, err error) {
+	sp := &serverPath{bin: o.serverBin}
+	defer func() {
+		if cerr := sp.close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	cs := cases(o.manyKeys)
 	rows := make([]row, len(cs))
-	keys := map[keyCase]map[core.Algorithm][]string{}
+	keys := map[keyCase]map[string][]string{}
 	for i, c := range cs {
 		rows[i].c = c
 		if keys[c.keys] == nil {
-			keys[c.keys] = map[core.Algorithm][]string{}
+			keys[c.keys] = map[string][]string{}
 		}
-		if keys[c.keys][c.alg] == nil {
-			keys[c.keys][c.alg] = keysFor(c.alg, c.keys)
+		if keys[c.keys][c.keyspace()] == nil {
+			keys[c.keys][c.keyspace()] = keysFor(c)
 		}
 	}
 	for round := range o.rounds {
 		for i, c := range cs {
-			s, err := measureOne(ctx, client, pid, c, keys[c.keys][c.alg], o)
+			s, err := measureOne(ctx, client, pid, sp, c, keys[c.keys][c.keyspace()], o)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", c, err)
 			}
@@ -104,15 +110,37 @@ func measure(ctx context.Context, client *redis.Client, pid int, o options) ([]r
 
 // measureOne runs one case: a warm-up that loads the scripts, fills the
 // connection pool and makes a leased key hot, then the measured load
-// between snapshots of the server.
-func measureOne(ctx context.Context, client *redis.Client, pid int, c runCase, keys []string, o options) (sample, error) {
-	limit := limitFor(c.alg)
-	store, leaseSize, err := openStore(client, c.mode, limit)
-	if err != nil {
-		return sample{}, err
+// between snapshots of the server. Each run has a store or an outbound
+// Limiter of its own; the server rows share sp's server.
+func measureOne(ctx context.Context, client *redis.Client, pid int, sp *serverPath, c runCase, keys []string, o options) (sample, error) {
+	var (
+		newDecider func() decider
+		leaseSize  int
+	)
+	switch c.mode {
+	case reservation:
+		lim, deciders, err := openReservations(ctx, client, benchRate)
+		if err != nil {
+			return sample{}, err
+		}
+		defer lim.Close()
+		newDecider = deciders
+	case server:
+		deciders, err := sp.deciders(ctx, client, benchRate)
+		if err != nil {
+			return sample{}, err
+		}
+		newDecider = deciders
+	default:
+		limit := limitFor(c.alg)
+		store, size, err := openStore(client, c.mode, limit)
+		if err != nil {
+			return sample{}, err
+		}
+		defer store.Close()
+		newDecider, leaseSize = storeDeciders(ctx, store, limit), size
 	}
-	defer store.Close()
-	warm := load(ctx, store, keys, limit, o.goroutines, int64(8*o.goroutines), o.maxRun)
+	warm := load(newDecider, keys, o.goroutines, int64(8*o.goroutines), o.maxRun)
 	if warm.errors > 0 {
 		return sample{}, fmt.Errorf("warm-up: %d errors, the first: %w", warm.errors, warm.firstErr)
 	}
@@ -124,7 +152,7 @@ func measureOne(ctx context.Context, client *redis.Client, pid int, c runCase, k
 	if err != nil {
 		return sample{}, err
 	}
-	res := load(ctx, store, keys, limit, o.goroutines, o.decisions, o.maxRun)
+	res := load(newDecider, keys, o.goroutines, o.decisions, o.maxRun)
 	after, err := snap(ctx, client, pid)
 	if err != nil {
 		return sample{}, err

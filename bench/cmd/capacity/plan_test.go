@@ -141,6 +141,14 @@ func TestReportShowsEverySectionAndItsArithmetic(t *testing.T) {
 		// 100 bytes × 1M × 8 = 800 Mbit/s, 8 per replica
 		"| gcra | unbatched | R1 | 100.0 + 20.0 | 800, 160 Mbit/s (8.00, 1.60) | 8,000, 1,600 Mbit/s (80.0, 16.0) |",
 		"EVALSHA 1.0000 × 5.00 µs",
+		// the two paths beside the stores, in every table
+		"| R19 | gcra | outbound Reserve | 1k | 100,000 | 10.00 | 5.00 | 1.0000 | 2.00 | 100.0 | 20.0 | 0.0% |",
+		"| R21 | compatible | ratekit-server gRPC | 1k | 100,000 | 10.00 | 5.00 | 1.0000 | 2.00 | 100.0 | 20.0 | 0.0% |",
+		"| compatible | ratekit-server gRPC | R21 | 100,000/s × 10.00 µs = 1.00 cores ÷ 0.5 = **2** |",
+		"| gcra | outbound Reserve | R20 | 1 ÷ 10.00 µs = **100,000/s** |",
+		"| compatible | ratekit-server gRPC | R21 | 100.0 + 20.0 |",
+		"The ratekit-server gRPC rows (R21, R22)",
+		"The outbound Reserve rows (R19, R20)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
@@ -205,5 +213,32 @@ func TestReportLeasedCPUBelowTheTick(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "- measured directly: 0.") {
 		t.Error("report plans from a CPU time of zero")
+	}
+}
+
+// Each case decides on keys of its own kind: storage keys for a store,
+// identities for the outbound Limiter, addresses for the server.
+func TestKeysOfEveryCase(t *testing.T) {
+	for _, c := range cases(1000) {
+		keys := keysFor(c)
+		seen := map[string]bool{}
+		for _, k := range keys {
+			seen[k] = true
+		}
+		if len(keys) != c.keys.count || len(seen) != c.keys.count {
+			t.Errorf("%s: %d keys, %d distinct; want %d", c, len(keys), len(seen), c.keys.count)
+		}
+		var want string
+		switch c.mode {
+		case reservation:
+			want = "ip:10.0.0.1"
+		case server:
+			want = "10.0.0.1"
+		default:
+			want = "cap-" + c.alg.String() + ":api:{ip:10.0.0.1}"
+		}
+		if c.keys.count > 1 && keys[1] != want {
+			t.Errorf("%s: key 1 is %q, want %q", c, keys[1], want)
+		}
 	}
 }

@@ -35,7 +35,7 @@ func TestQuickRun(t *testing.T) {
 	out := string(b)
 	checkSections(t, out)
 	for i, c := range cases(o.manyKeys) {
-		if want := "| " + id(i) + " | " + c.alg.String() + " | " + c.mode.String() + " | " + c.keys.name + " |"; !strings.Contains(out, want) {
+		if want := "| " + id(i) + " | " + c.algName() + " | " + c.mode.String() + " | " + c.keys.name + " |"; !strings.Contains(out, want) {
 			t.Errorf("no measured row %q", want)
 		}
 	}

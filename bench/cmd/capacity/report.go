@@ -99,14 +99,21 @@ func (r *report) method(p *printer) {
 	if o.note != "" {
 		p.f("- Note: %s", o.note)
 	}
-	p.f("- Load: %d goroutines call `store.AllowAllN(ctx, []core.Check{{Key: k, Limit: l}}, 1)`, %s decisions", o.goroutines, figures.Thousands(float64(o.decisions)))
+	p.f("- Load: %d goroutines call `store.AllowAllN(ctx, []core.Check{{Key: k, Limit: l}}, 1)` (or the path of the row), %s decisions", o.goroutines, figures.Thousands(float64(o.decisions)))
 	p.f("  a run or %v, whichever comes first, on %s keys taken in turn and on one hot key; %d round(s), every", o.maxRun, figures.Thousands(float64(o.manyKeys)), o.rounds)
 	p.f("  case once a round; figures are medians over the rounds, with their range (lowest–highest).")
 	p.f("  Each run starts from a fresh store after a warm-up of %d decisions (scripts loaded, pool filled,", 8*o.goroutines)
 	p.f("  a leased key hot). The client is built as README.md's quick start builds it")
 	p.f("  (`ContextTimeoutEnabled: true, MaxRetries: -1`), with `PoolSize: 256`.")
 	p.f("- Stores: unbatched is %s; batched %s; leasing %s.", unbatched.setup(), batched.setup(), leasing.setup())
-	p.f("- Limits: %s per minute for GCRA, the fixed window and the sliding counter (every decision allowed);", figures.Thousands(benchRate))
+	p.f("- Beside the stores, under the same load (each goroutine one call at a time, keys in turn), the two")
+	p.f("  other paths to Redis: *%s* is %s. *%s* is %s.", reservation, reservation.setup(), server, server.setup())
+	p.f("  The server process shares these CPUs with the load and Redis too. Both paths' Redis calls have a")
+	p.f("  deadline of %v, so that on a loaded machine every decision is still Redis's; the outbound Limiter's", pathTimeout)
+	p.f("  heartbeat (one script call a second) falls in its rows' figures.")
+	p.f("- Limits: %s per minute for GCRA, the fixed window, the sliding counter and the two paths (every", figures.Thousands(benchRate))
+	p.f("  decision allowed: the outbound Limit, with a burst as large, is one unit a microsecond, the fastest it")
+	p.f("  accepts, so no reservation has to wait);")
 	p.f("  the sliding log at its cap, `core.MaxLogRate` = %s per second: on the hot key it denies what", figures.Thousands(core.MaxLogRate))
 	p.f("  exceeds that, and the table shows the denied share (a denial skips the log's ZADD).")
 	p.f("- Around each run the program reads `INFO stats commandstats` twice before (the second to learn")
@@ -147,7 +154,7 @@ func (r *report) measured(p *printer) {
 		if row.cpuOK() {
 			cpu = fmtStat(row.stat(sample.cpuUS), "%.2f")
 		}
-		p.f("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", id(i), row.c.alg, row.c.mode, row.c.keys.name,
+		p.f("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", id(i), row.c.algName(), row.c.mode, row.c.keys.name,
 			thousandsStat(row.stat(sample.rate)), cpu, fmtStat(row.stat(sample.scriptUS), "%.2f"),
 			fmtStat(row.stat(sample.scriptCalls), "%.4f"), fmtStat(row.stat(sample.processed), "%.2f"),
 			fmtStat(row.stat(sample.bytesIn), "%.1f"), fmtStat(row.stat(sample.bytesOut), "%.1f"),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/ratekit/ratekit/bench/internal/figures"
 )
@@ -24,7 +25,7 @@ func (r *report) network(p *printer) {
 			ti, to := mbits(in, rate), mbits(out, rate)
 			cells[k] = fmt.Sprintf("%s, %s Mbit/s (%s, %s)", mbitStr(ti), mbitStr(to), mbitStr(ti/float64(n)), mbitStr(to/float64(n)))
 		}
-		p.f("| %s | %s | %s | %.1f + %.1f | %s | %s |", row.c.alg, row.c.mode, id(i), in, out, cells[0], cells[1])
+		p.f("| %s | %s | %s | %.1f + %.1f | %s | %s |", row.c.algName(), row.c.mode, id(i), in, out, cells[0], cells[1])
 	}
 	p.f("")
 	p.f("For example the first line at 1M/s: %s.", r.netExample())
@@ -57,10 +58,13 @@ func (r *report) netExample() string {
 func (r *report) caveats(p *printer) {
 	p.f(sections[6])
 	p.f("")
-	p.f("- Not measured yet: the costs of ratekit-server's gRPC path (`cmd/ratekit-server`, on branch")
-	p.f("  `server`) and of the outbound reservation (package `outbound`, on branch `outbound`), whose code")
-	p.f("  is not in this tree. Their rows belong in the cases of `bench/cmd/capacity/load.go` once it is; the")
-	p.f("  comparison (`bench/cmd/compare/pending.go`) says the same of its contenders.")
+	p.f("- The %s rows (%s) are Redis's side of a server process that shares these CPUs with the", server, r.ids(server))
+	p.f("  load generator and redis-server: their decisions/s are the gRPC client's through it, and say little")
+	p.f("  about a dedicated server; their Redis figures are what to plan from. The server shares pipelines")
+	p.f("  among concurrent calls (`RATEKIT_BATCH=4`), so, like the batched rows, they depend on the calls in flight.")
+	p.f("- The %s rows (%s) count one reservation a decision, never slept to: a caller that sleeps to", reservation, r.ids(reservation))
+	p.f("  its turn adds no Redis call, one that gives a turn back (`Reservation.Cancel`) adds a script call,")
+	p.f("  and a pause (`Limiter.Pause`, a 429's Retry-After) adds one that publishes it; those are not measured here.")
 	p.f("- One redis-server on loopback, sharing its CPUs with the load: on a dedicated master the same")
 	p.f("  decisions cost less CPU, and loopback has no latency, so the client-side decisions/s here say")
 	p.f("  little about a networked deployment. Regenerate this file on the machine you plan for.")
@@ -77,4 +81,18 @@ func (r *report) caveats(p *printer) {
 	p.f("- On %s keys each key is decided about %.1f times a run (decisions ÷ keys) and its first",
 		figures.Thousands(float64(r.opts.manyKeys)), float64(r.opts.decisions)/float64(r.opts.manyKeys))
 	p.f("  decision creates it, so the many-keys rows include creating keys and setting their expiries.")
+}
+
+// ids returns the ids of the rows of mode m, as "R21, R22".
+func (r *report) ids(m mode) string {
+	var out []string
+	for i, row := range r.rows {
+		if row.c.mode == m {
+			out = append(out, id(i))
+		}
+	}
+	if len(out) == 0 {
+		return "none measured"
+	}
+	return strings.Join(out, ", ")
 }

@@ -55,7 +55,7 @@ func (r *report) masters(p *printer) {
 				cells[k] = fmt.Sprintf("%s/s × %.2f µs = %.2f cores ÷ %g = **%d**", figures.Thousands(rate), us, m.cores, h, m.masters)
 			}
 		}
-		p.f("| %s | %s | %s | %s | %s | %s |", row.c.alg, row.c.mode, id(i), cells[0], cells[1], cells[2])
+		p.f("| %s | %s | %s | %s | %s | %s |", row.c.algName(), row.c.mode, id(i), cells[0], cells[1], cells[2])
 	}
 	p.f("")
 }
@@ -81,7 +81,7 @@ func (r *report) hotKey(p *printer) {
 		if row.c.alg == core.SlidingWindowLog {
 			cell += fmt.Sprintf(" (its own limit caps it at %s/s)", figures.Thousands(core.MaxLogRate))
 		}
-		p.f("| %s | %s | %s | %s |", row.c.alg, row.c.mode, id(i), cell)
+		p.f("| %s | %s | %s | %s |", row.c.algName(), row.c.mode, id(i), cell)
 	}
 	p.f("")
 	r.leasingCap(p)

@@ -55,6 +55,9 @@ type contender struct {
 	overshoot int
 	// setup says how the contender is built and called, for the report.
 	setup string
+	// key, when set, returns the storage key of an identity, for a
+	// contender that builds its keys otherwise than a Limiter (keyFor).
+	key func(identity string) string
 	// open sets the contender up on client with a limit of limit per minute
 	// and returns a constructor of per-goroutine decision functions.
 	open func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error)
@@ -180,6 +183,8 @@ func contenders() []contender {
 		limiterContender(false),
 		limiterContender(true),
 		middlewareContender(),
+		outboundContender(),
+		serverContender(),
 		{
 			name: redisRateName, module: "github.com/go-redis/redis_rate/v10",
 			setup:     "`redis_rate.NewLimiter(client).Allow(ctx, key, redis_rate.PerMinute(n))`",

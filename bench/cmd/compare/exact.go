@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/bench/internal/redisproc"
+	"github.com/ratekit/ratekit/bench/internal/serverproc"
 )
 
 const (
@@ -154,13 +155,26 @@ func exactness(ctx context.Context, addr string, client *redis.Client, cs []cont
 			res childResult
 			err error
 		}
+		args := []string{
+			"-exact-child", c.name, "-exact-addr", addr, "-exact-key", key,
+			"-exact-start", strconv.FormatInt(start.UnixNano(), 10),
+			"-exact-deadline", strconv.FormatInt(deadline.UnixNano(), 10),
+			"-exact-attempts", strconv.FormatInt(attempts, 10),
+		}
+		if c.name == serverName {
+			// each child runs a server of its own: four replicas of
+			// ratekit-server share the key
+			bin := serverBin
+			if bin == "" {
+				if bin, err = serverproc.Build(ctx); err != nil {
+					return nil, err
+				}
+			}
+			args = append(args, "-ratekit-server", bin)
+		}
 		results := make(chan done, exactProcesses)
 		for range exactProcesses {
-			cmd := exec.Command(exe,
-				"-exact-child", c.name, "-exact-addr", addr, "-exact-key", key,
-				"-exact-start", strconv.FormatInt(start.UnixNano(), 10),
-				"-exact-deadline", strconv.FormatInt(deadline.UnixNano(), 10),
-				"-exact-attempts", strconv.FormatInt(attempts, 10))
+			cmd := exec.Command(exe, args...)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			if err := cmd.Start(); err != nil {

@@ -1,6 +1,10 @@
 // Command compare measures ratekit's Redis algorithms against other Go rate
 // limiters on Redis, and against two baselines through the same go-redis
-// client: a one-line INCR+PEXPIRE script and a PING.
+// client: a one-line INCR+PEXPIRE script and a PING. Beside them it
+// measures ratekit's outbound reservation (package outbound, one Reserve a
+// decision, without the wait) and ratekit-server's gRPC path (the server
+// built from this tree and run as a process, called with envoy's
+// ShouldRateLimit, one descriptor a call).
 //
 // In one run it starts its own redis-server on a free loopback port (and
 // kills it by pid at the end), and measures every contender at 1, 16, 64
@@ -31,6 +35,7 @@ import (
 
 	"github.com/ratekit/ratekit/bench/internal/mdsection"
 	"github.com/ratekit/ratekit/bench/internal/redisproc"
+	"github.com/ratekit/ratekit/bench/internal/serverproc"
 )
 
 var (
@@ -80,7 +85,8 @@ func main() {
 	flag.StringVar(&o.keep, "keep", "", "carry over the end-to-end section (written by bench/e2e.sh) of this file into the report (default: the -out file)")
 	flag.DurationVar(&o.latency, "latency", 0, "also measure through an in-process proxy that adds this latency each way between the client and redis-server (such as 250us); 0: no network pass")
 	flag.IntVar(&o.latencyRounds, "latency-rounds", defaultNetworkRounds, "rounds of the network pass at most (never more than -rounds)")
-	flag.DurationVar(&limiterTimeout, "limiter-timeout", limiterTimeout, "the deadline of the Limiter rows' store calls in the direct pass (the network pass uses 1s)")
+	flag.DurationVar(&limiterTimeout, "limiter-timeout", limiterTimeout, "the deadline of the Limiter, outbound and ratekit-server rows' Redis calls in the direct pass (the network pass uses 1s)")
+	flag.StringVar(&serverBin, "ratekit-server", "", "a ratekit-server binary to run for its row (default: built from this tree once per run)")
 	flag.Func("only", "measure only these contenders, separated by semicolons (the bare script always runs): for a quick A/B, not for the report", func(v string) error {
 		for name := range strings.SplitSeq(v, ";") {
 			if name = strings.TrimSpace(name); name != "" {
@@ -94,7 +100,11 @@ func main() {
 	flag.Parse()
 
 	if child.name != "" {
-		if err := runChild(child); err != nil {
+		err := runChild(child)
+		if cerr := closeOpened(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "compare (child):", err)
 			os.Exit(1)
 		}
@@ -152,8 +162,11 @@ func slug(name string) string {
 // contender has keys of its own, since each keeps its own kind of value.
 // ratekit and the bare script get keys as a Limiter builds them, prefix +
 // rule + ":{" + identity + "}"; the other libraries add their own prefixes
-// to what they are given.
+// to what they are given; ratekit-server, as it builds them (c.key).
 func keyFor(c contender, identity string) (string, error) {
+	if c.key != nil {
+		return c.key(identity), nil
+	}
 	if c.kind == kindOther {
 		return prefixOf(c.name) + identity, nil
 	}
@@ -234,6 +247,14 @@ func compare(o options) (err error) {
 			err = stopErr
 		}
 	}()
+	defer serverproc.Cleanup()
+	// the contenders' Limiters and server processes, on every way out,
+	// before redis-server stops
+	defer func() {
+		if cerr := closeOpened(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	ctx := context.Background()
 	// one client for every contender, with a connection for each goroutine
 	client := newClient(srv.Addr, 256)
@@ -261,6 +282,10 @@ func compare(o options) (err error) {
 		return err
 	}
 	progress("self-check passed: every limiter admits 3 of 5 calls under a limit of 3")
+	// the self-check's Limiters and servers (under a limit of 3) go
+	if err := closeOpened(); err != nil {
+		return err
+	}
 
 	// a client of its own for reading the server's counters, direct in
 	// both passes

@@ -10,11 +10,11 @@ import (
 )
 
 // networkNames are the contenders of the network pass, in table order: each
-// of ratekit's algorithms as it ships, the unbatched GCRA, the Limiter and
-// middleware paths, the peers the bars compare with, and the baselines.
+// of ratekit's algorithms as it ships, the unbatched GCRA, the Limiter,
+// middleware, outbound and ratekit-server paths, the peers the bars compare with, and the baselines.
 var networkNames = []string{
 	gcraName, fixedName, "ratekit sliding-log", "ratekit sliding-counter", "ratekit gcra unbatched",
-	limiterName, limiterDefaultName, middlewareName, redisRateName, ululeName, mennanovWindowName, bareName, clockName, pingName,
+	limiterName, limiterDefaultName, middlewareName, outboundName, serverName, redisRateName, ululeName, mennanovWindowName, bareName, clockName, pingName,
 }
 
 // defaultNetworkRounds is the network pass's rounds at most, unless

@@ -76,7 +76,6 @@ func (rep *report) write(out io.Writer) error {
 		p("Cells that miss: %s.", strings.Join(ms, "; "))
 		p("")
 	}
-	pendingSection(p)
 	rep.networkSection(p)
 	rep.endToEnd(w)
 
@@ -84,7 +83,9 @@ func (rep *report) write(out io.Writer) error {
 	p("")
 	p("- One redis-server, one go-redis v9 client shared by every contender: ratekit, the libraries that")
 	p("  take a go-redis client, and the baselines. The client is built as README.md's quick start builds")
-	p("  it, `ContextTimeoutEnabled: true` and `MaxRetries: -1`, with `PoolSize` 256. Limits are per minute, the same")
+	p("  it, `ContextTimeoutEnabled: true` and `MaxRetries: -1`, with `PoolSize` 256. The one exception is")
+	p("  %s: a ratekit-server process with its own client to the same redis-server, which this program", serverName)
+	p("  calls over gRPC (see the notes). Limits are per minute, the same")
 	p("  rate for everyone: %s per minute in the throughput runs, so that the allowing path is what is", figures.Thousands(float64(benchLimit)))
 	p("  measured (denials are still counted and shown), and %d per minute in the exactness check.", exactLimit)
 	p("- Cases: %s goroutines, each on one hot key and on %s keys (distinct identities, keys taken in", joinInts(goroutineCounts), figures.Thousands(manyKeys))
@@ -190,7 +191,9 @@ func (rep *report) write(out io.Writer) error {
 		p("ratekit's hot-key leasing admits by design up to (lease size − 1) × replicas more per window")
 		p("(`leasestore.New`'s documented bound): its leases here are of %d units (1/64 of the limit),", exactLeaseSize)
 		p("so its bound adds (%d − 1) × %d processes = %d; and as leased units may expire unspent, it may admit", exactLeaseSize, exactProcesses, (exactLeaseSize-1)*exactProcesses)
-		p("as many fewer than the limit.")
+		p("as many fewer than the limit. %s starts a server in each process: four replicas of", serverName)
+		p("ratekit-server share the key. %s counts a turn whose time to act is later than now as", outboundName)
+		p("denied (and leaves it reserved, as a caller that went on to sleep to it would).")
 		p("")
 		p("| limiter | algorithm | calls | admitted | denied | errors | window | bound | verdict |")
 		p("|---|---|---:|---:|---:|---:|---:|---:|---|")
@@ -278,6 +281,30 @@ var notes = []string{
 		"locally, so on the hot key most decisions make no round trip at all, and it outruns the " +
 		"bare script by design. The price is its documented overshoot, which the exactness check " +
 		"allows for; on 100,000 keys each key is cold and every decision passes through.",
+	"ratekit outbound.Reserve is the outbound throttle's reservation (package `outbound`): one " +
+		"`Reserve` a decision, one script call that pushes the key's schedule (GCRA's theoretical " +
+		"arrival time, kept in Redis on Redis's clock) forward and hands back the caller's time to act. " +
+		"The comparison never sleeps to the turn nor cancels it: a reservation whose time to act is now " +
+		"counts as allowed, a later one as denied, one decided without Redis (`Degraded`) as an error. " +
+		"The throughput runs' limit, " + figures.Thousands(float64(benchLimit)) + " per minute with a burst as large, is one unit a " +
+		"microsecond, the fastest Limit outbound accepts, and far above any run's rate: no reservation " +
+		"there has to wait, so what is measured is the reservation's cost, without the wait. Its " +
+		"Limiter also beats a heartbeat into Redis once a second (one script call, in the Redis cost " +
+		"of whichever run it falls in) and holds a pub/sub subscription for pauses; its deadline is " +
+		"the Limiter rows', {deadline}.",
+	"ratekit-server gRPC is envoy's rate limit service as ratekit-server answers it: the binary, built " +
+		"from this tree (`go build -C cmd/ratekit-server`) once per run, runs as a process of its own " +
+		"on free loopback ports, started by this program for each limit with a configuration of one " +
+		"domain and one descriptor, against this program's redis-server (through the proxy in the " +
+		"network pass), and stopped by its pid; in the exactness check each child process starts one. " +
+		"It counts as envoy does by default (`RATEKIT_ALGORITHM=compatible`: a fixed window a minute, " +
+		"in its own script) through a Limiter with ratekit's deadline (the Limiter rows', {deadline}), " +
+		"breaker and batching (`RATEKIT_BATCH=4` pipelines in flight), failing closed, so that a " +
+		"decision Redis did not make shows as a denial, never as a local allow. Each call crosses gRPC " +
+		"over loopback: the client's marshalling and HTTP/2, the server's decoding, matching, decision " +
+		"and answer. The server's process shares the machine's CPUs with this program's goroutines and " +
+		"with redis-server, so on a few cores its CPU time lowers every figure of its row; its " +
+		"allocations per decision are this program's only (gRPC's client side), not the server's.",
 	"The bare script is not a limiter: it counts and never denies. It is the floor for a decision " +
 		"made by one script call through go-redis; PING is the floor for any round trip.",
 	"bare TIME+GET+SET decides nothing either: it reads Redis's clock and one key and writes the key " +

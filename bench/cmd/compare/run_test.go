@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratekit/ratekit/bench/internal/figures"
 	"github.com/ratekit/ratekit/bench/internal/redisproc"
+	"github.com/ratekit/ratekit/bench/internal/serverproc"
 )
 
 // The measuring loop must not allocate, or it would count against every
@@ -129,9 +130,14 @@ func TestSelfCheckOfEveryContender(t *testing.T) {
 			t.Error(err)
 		}
 	})
+	t.Cleanup(serverproc.Cleanup)
 	client := newClient(srv.Addr, 8)
 	defer client.Close()
-	if err := selfCheck(context.Background(), client, contenders()); err != nil {
+	err = selfCheck(context.Background(), client, contenders())
+	if cerr := closeOpened(); cerr != nil {
+		t.Error(cerr)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -149,13 +155,25 @@ func TestClientAsTheQuickStart(t *testing.T) {
 
 func TestIdentityOf(t *testing.T) {
 	for _, c := range contenders() {
-		if c.kind != kindRatekit {
+		if c.kind != kindRatekit || c.key != nil {
 			continue
 		}
 		if id := identityOf(mustKey(t, c, "ip:10.0.0.1")); id != "ip:10.0.0.1" {
 			t.Errorf("%s: identity %q", c.name, id)
 		}
 	}
+	// ratekit-server's keys hold the descriptor's value, the address
+	if v := serverValue(mustKey(t, mustFind(t, serverName), "ip:10.0.0.1")); v != "10.0.0.1" {
+		t.Errorf("%s: descriptor value %q", serverName, v)
+	}
+}
+
+func mustFind(t *testing.T, name string) contender {
+	c, err := find(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func TestNetworkContenders(t *testing.T) {
