@@ -160,6 +160,10 @@ func exactness(ctx context.Context, addr string, client *redis.Client, cs []cont
 			"-exact-start", strconv.FormatInt(start.UnixNano(), 10),
 			"-exact-deadline", strconv.FormatInt(deadline.UnixNano(), 10),
 			"-exact-attempts", strconv.FormatInt(attempts, 10),
+			// the children's Limiter, outbound and server rows keep the
+			// parent's deadline, so that a loaded machine fails them no
+			// sooner than the timed runs
+			"-limiter-timeout", limiterTimeout.String(),
 		}
 		if c.name == serverName {
 			// each child runs a server of its own: four replicas of
