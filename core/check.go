@@ -252,6 +252,7 @@ type groupCall struct {
 	results []Result
 	cached  bool    // the denied-key cache answered
 	spent   spender // who spent the units, when the group was allowed
+	sent    int64   // the Limiter's mono time when the store was asked
 	decided int64   // the Limiter's mono time when the spender answered
 	// A store call that missed the deadline and may have spent is
 	// returned by decide, not kept here: a pointer read from a groupCall
@@ -263,6 +264,7 @@ type groupCall struct {
 // analysis does not tell a struct's fields apart, and contexts reach the
 // store, which would move a groupCall's buffers to the heap.
 type deadline struct {
+	start  time.Time // what the deadline counts from; zero: when first needed
 	ctx    context.Context
 	cancel context.CancelFunc
 	bound  *boundCtx  // a pooled deadline, for a store that keeps deadlines
@@ -277,7 +279,11 @@ func (d *deadline) of(parent context.Context, timeout time.Duration) context.Con
 	if d.ctx != nil {
 		return d.ctx
 	}
-	at := time.Now().Add(timeout)
+	start := d.start
+	if start.IsZero() {
+		start = time.Now()
+	}
+	at := start.Add(timeout)
 	switch t, ok := parent.Deadline(); {
 	case ok && !t.After(at):
 		d.ctx = parent
@@ -317,7 +323,10 @@ func (l *Limiter) decide(ctx context.Context, c *groupCall) (late *storeCall, _ 
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("ratekit: %w", err)
 	}
-	dl := deadline{}
+	// one reading of the clock serves the denied-key cache, the deadline
+	// and the call's start
+	var dl deadline
+	c.sent, dl.start = l.stamp()
 	if l.direct {
 		dl.pool = &l.bounds
 	}
@@ -363,7 +372,7 @@ func (l *Limiter) answerFromCache(ctx context.Context, dl *deadline, c *groupCal
 			hit  bool
 			wait *deniedEntry
 		)
-		hit, wait, leads = l.denied.lookup(c.checks, c.n, l.mono(), c.results, leads, l.brk.closed())
+		hit, wait, leads = l.denied.lookup(c.checks, c.n, c.sent, c.results, leads, l.brk.closed())
 		switch {
 		case hit:
 			c.cached = true
@@ -373,6 +382,7 @@ func (l *Limiter) answerFromCache(ctx context.Context, dl *deadline, c *groupCal
 		}
 		select {
 		case <-wait.done:
+			c.sent = l.mono() // the store is asked from now, if at all
 			continue
 		case <-dl.of(ctx, l.timeout).Done():
 		}
@@ -390,7 +400,7 @@ func (l *Limiter) answerFromCache(ctx context.Context, dl *deadline, c *groupCal
 // deadline, which tells once it returns, or one cut there.
 func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, leads []*deniedEntry) (*storeCall, error) {
 	cctx := dl.of(ctx, l.timeout)
-	t0 := l.mono()
+	t0 := c.sent
 	late, err := l.call(cctx, c.checks, c.n, c.results)
 	c.decided = l.mono()
 	if err != nil && ctx.Err() == nil && cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {

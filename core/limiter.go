@@ -194,6 +194,8 @@ type Limiter struct {
 	fallbackStore *localstore.Store // FailLocal only
 	fallbackKeys  int
 	clock         func() time.Time
+	epoch         time.Time    // the mono time's zero
+	wallClock     bool         // clock is the wall clock: see stamp
 	denied        *deniedCache // nil when off
 	deniedSize    int
 
@@ -262,6 +264,7 @@ func NewLimiter(store Store, opts ...Option) (*Limiter, error) {
 		clock = time.Now
 	}
 	epoch := clock()
+	l.epoch, l.wallClock = epoch, l.clock == nil
 	l.now = func() int64 { return int64(clock().Sub(epoch)) }
 	l.timeoutErr = fmt.Errorf("ratekit: store gave no answer within %v: %w", l.timeout, context.DeadlineExceeded)
 	l.stopCtx, l.cancelStop = context.WithCancel(context.Background())
@@ -319,6 +322,19 @@ func (l *Limiter) Close() error {
 // mono returns the time since the Limiter was created, in ns of the
 // monotonic clock.
 func (l *Limiter) mono() int64 { return l.now() }
+
+// stamp returns the Limiter's mono time and the wall time, for a store
+// call's start and its deadline: from one reading of the clock when the
+// Limiter runs on the wall clock (reading it costs more than the rest of
+// a decision's own work on some machines), else from the Limiter's clock
+// and the wall clock, which keeps the deadline's timers.
+func (l *Limiter) stamp() (int64, time.Time) {
+	if l.wallClock {
+		t := time.Now()
+		return int64(t.Sub(l.epoch)), t
+	}
+	return l.mono(), time.Now()
+}
 
 // storageKey returns the storage key of identity under the named rule, as
 // this Limiter builds it: prefix + rule + ":{" + identity + "}", the
