@@ -74,7 +74,7 @@ var algConst = map[core.Algorithm]string{
 // cost.
 func ratekitContender(alg core.Algorithm, windowed, refills, unbatched bool) contender {
 	name, algorithm := "ratekit "+alg.String(), alg.String()
-	newStore := "`redisstore.New(client)` (batching on: up to 128 calls a pipeline, 4 pipelines in flight)"
+	newStore := "`redisstore.New(client)` (batching on: up to 128 calls a pipeline, 8 pipelines in flight)"
 	var opts []redisstore.Option
 	if unbatched {
 		name, algorithm = name+" unbatched", algorithm+", unbatched"
