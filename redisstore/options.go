@@ -33,7 +33,10 @@ type Batching struct {
 	// way: 0.78× the unbatched rate with 4, 0.90× with 8, 0.99× with 16),
 	// and a high one makes pipelines shorter, each costing Redis a script
 	// call (on loopback, 256 callers on one key: 5.7× the unbatched rate
-	// with 4, 5.3× with 8, 4.5× with 16; docs/benchmarks.md).
+	// with 4, 5.3× with 8, 4.5× with 16; docs/benchmarks.md) and Redis
+	// more CPU per decision (64 callers on loopback: a script call per 10
+	// decisions with 4, per 6 with 8; docs/capacity.md). Where Redis's
+	// CPU is what runs out, a lower Parallel saves it.
 	Parallel int
 	// MaxWait holds each pipeline open up to that long for more calls,
 	// trading latency for fewer round trips; 0 (the default) sends at once.
