@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/internal/outboundkit"
 	"github.com/ratekit/ratekit/otellimit"
 )
 
@@ -20,7 +20,7 @@ func TestOutbound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.OutboundTraffic(t, o)
+	outboundkit.OutboundTraffic(t, o)
 	expect(t, reader, `
 		ratekit.outbound.throttled{limiter=api,status=429} 1
 		ratekit.outbound.pauses{limiter=api,reason=retry_after} 1

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/internal/outboundkit"
 	"github.com/ratekit/ratekit/promlimit"
 )
 
@@ -17,7 +17,7 @@ func TestOutbound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.OutboundTraffic(t, c)
+	outboundkit.OutboundTraffic(t, c)
 	want := `
 # HELP ratekit_outbound_pauses_total Pauses this process set for the whole fleet, by reason.
 # TYPE ratekit_outbound_pauses_total counter

@@ -1,4 +1,7 @@
-package testkit
+// Package outboundkit holds the outbound fixture the observers' tests
+// share. It is a package apart from testkit so that the tests of packages
+// that use testkit (core's among them) do not depend on package outbound.
+package outboundkit
 
 import (
 	"net/http"
