@@ -26,6 +26,10 @@ func TestLease(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h := fromJSON(t, handlerJSON(url, `{"name":"`+c.name+`","limit":10000,"period":3600000000000}`, c.more))
 			provision(t, h)
+			// one request first, so that the script is loaded: concurrent
+			// first calls each load it (NOSCRIPT, then EVAL), a script call
+			// more each, once in the server's life
+			get(t, h, "/", "198.51.100.9")
 			srv.ResetStats(t, context.Background())
 			var allowed atomic.Int64
 			var wg sync.WaitGroup
