@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,6 +47,10 @@ type childResult struct {
 	GaveUp  int
 	Errors  int
 	LastErr string
+	// LastDegraded and LastOnRedis are when (Unix ns) the process was last
+	// granted a turn by its share of the rate, without Redis, and by
+	// Redis; 0 for never.
+	LastDegraded, LastOnRedis int64
 }
 
 // deadlineHeader carries each request's deadline to the upstream, which
@@ -89,9 +94,8 @@ func runChild(raw string) error {
 	if c.AIMD {
 		opts = append(opts, outbound.WithAIMD(outbound.AIMD{}))
 	}
-	if os.Getenv("OUTBOUND_DEBUG") != "" {
-		opts = append(opts, outbound.WithObserver(debugObserver{c.ID, time.Unix(0, c.StartAt)}))
-	}
+	turns := &turnObserver{debugObserver: debugObserver{c.ID, time.Unix(0, c.StartAt), os.Getenv("OUTBOUND_DEBUG") != ""}}
+	opts = append(opts, outbound.WithObserver(turns))
 	l, err := outbound.New(rdb, "fleet", outbound.PerSecond(c.Rate), opts...)
 	if err != nil {
 		return err
@@ -100,6 +104,7 @@ func runChild(raw string) error {
 	base := &http.Transport{MaxIdleConnsPerHost: 256}
 	client := &http.Client{Transport: &outbound.Transport{Limiter: l, Base: stamp{c.ID, base}}}
 	res := load(c, client)
+	res.LastDegraded, res.LastOnRedis = turns.lastDegraded.Load(), turns.lastOnRedis.Load()
 	b, err := json.Marshal(res)
 	if err != nil {
 		return err
@@ -182,9 +187,13 @@ func (quiet) Printf(context.Context, string, ...any) {}
 type debugObserver struct {
 	id    int
 	start time.Time
+	on    bool // print; set by OUTBOUND_DEBUG
 }
 
 func (d debugObserver) p(f string, a ...any) {
+	if !d.on {
+		return
+	}
 	fmt.Fprintf(os.Stderr, "%d %6.3f "+f+"\n", append([]any{d.id, time.Since(d.start).Seconds()}, a...)...)
 }
 func (debugObserver) Waited(outbound.WaitEvent)   {}
@@ -196,3 +205,21 @@ func (d debugObserver) Paused(_ string, p time.Duration, r string) {
 func (d debugObserver) RateChanged(_ string, r float64)                 { d.p("rate %.2f", r) }
 func (debugObserver) RedisCalled(string, time.Duration, error)          {}
 func (d debugObserver) BreakerChanged(_ string, f, t core.BreakerState) { d.p("breaker %v->%v", f, t) }
+
+// turnObserver records when the process was last granted a turn with
+// Redis and without it, and prints what debugObserver prints.
+type turnObserver struct {
+	debugObserver
+	lastDegraded, lastOnRedis atomic.Int64
+}
+
+func (o *turnObserver) Waited(e outbound.WaitEvent) {
+	if e.Outcome != outbound.OutcomeGranted {
+		return
+	}
+	if e.Degraded {
+		o.lastDegraded.Store(time.Now().UnixNano())
+	} else {
+		o.lastOnRedis.Store(time.Now().UnixNano())
+	}
+}

@@ -106,8 +106,25 @@ func TestFleetRedisOutage(t *testing.T) {
 	if during.util < 0.5 {
 		t.Errorf("utilization %.1f%% during the outage: the processes stopped instead of taking their share", 100*during.util)
 	}
-	if back.util < 0.7 {
-		t.Errorf("utilization %.1f%% after the restart, want at least 70%%: not back on Redis", 100*back.util)
+	// back on Redis by itself: every process's turns come from Redis again
+	// within two seconds of the restart (its breaker probes it every second
+	// at most), and keep the upstream busy; the switch back costs some
+	// turns (66 to 79% of the rate in the second and third seconds after
+	// the restart, on a quiet two-core machine)
+	for i, c := range clients {
+		switch {
+		case c == nil:
+			t.Errorf("client %d: no result", i)
+		case c.LastDegraded == 0:
+			t.Errorf("client %d: no turn without Redis, during the outage either", i)
+		case c.LastOnRedis <= c.LastDegraded:
+			t.Errorf("client %d: its last turn was without Redis, %v into the run", i, time.Unix(0, c.LastDegraded).Sub(f.start))
+		case time.Unix(0, c.LastDegraded).After(f.start.Add(6 * time.Second)):
+			t.Errorf("client %d: a turn without Redis %v into the run, more than 2 s after the restart", i, time.Unix(0, c.LastDegraded).Sub(f.start))
+		}
+	}
+	if back.util < 0.5 {
+		t.Errorf("utilization %.1f%% after the restart, want at least 50%%", 100*back.util)
 	}
 }
 
