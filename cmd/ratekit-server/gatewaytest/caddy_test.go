@@ -35,31 +35,14 @@ func startCaddy(t *testing.T, e *edge) []string {
 	t.Helper()
 	require(t, "caddy")
 	dir := t.TempDir()
-	var addrs []string
-	for _, name := range []string{"caddy-1", "caddy-2"} {
-		var p *Proc
-		err := retry(func() (err error) {
-			addr, err1 := FreePort()
-			admin, err2 := FreePort()
-			if err = errors.Join(err1, err2); err != nil {
-				return err
-			}
-			p, err = StartCaddy(dir, name, addr, caddyfile(t, e, addr, admin))
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
+	return startGateways(t, []string{"caddy-1", "caddy-2"}, func(name string) (*Proc, error) {
+		addr, err1 := FreePort()
+		admin, err2 := FreePort()
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, err
 		}
-		addr := p.Addr
-		t.Cleanup(func() {
-			p.Stop()
-			if t.Failed() {
-				t.Logf("%s:\n%s", name, p.Log())
-			}
-		})
-		addrs = append(addrs, addr)
-	}
-	return addrs
+		return StartCaddy(dir, name, addr, caddyfile(t, e, addr, admin))
+	})
 }
 
 // TestCaddyForwardAuth runs the guide's Caddyfile: two Debian caddy

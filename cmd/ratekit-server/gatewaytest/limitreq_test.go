@@ -36,23 +36,13 @@ func TestNginxLimitReqPerInstance(t *testing.T) {
 	app := NewUpstream(false)
 	defer app.Close()
 	dir := t.TempDir()
-	var gws []string
-	for _, name := range []string{"limit-req-1", "limit-req-2"} {
-		var p *Proc
-		err := retry(func() error {
-			addr, err := FreePort()
-			if err != nil {
-				return err
-			}
-			p, err = StartNginx(dir, name, addr, limitReqFiles(t, app.Addr(), addr), 1)
-			return err
-		})
+	gws := startGateways(t, []string{"limit-req-1", "limit-req-2"}, func(name string) (*Proc, error) {
+		addr, err := FreePort()
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		t.Cleanup(p.Stop)
-		gws = append(gws, p.Addr)
-	}
+		return StartNginx(dir, name, addr, limitReqFiles(t, app.Addr(), addr), 1)
+	})
 	for n := 1; n <= 2; n++ {
 		c := newClient(t)
 		as := c.burst(gws[:n], "GET", "/", 30)

@@ -185,16 +185,35 @@ func count(t *testing.T, as []answer) map[int]int {
 	return m
 }
 
-// retry starts a gateway up to three times: a port found free may be
-// taken by another process before the gateway binds it.
-func retry(start func() error) error {
-	var err error
-	for range 3 {
-		if err = start(); err == nil {
-			return nil
+// startGateways starts a gateway process of each name, with start, and
+// returns their addresses; each is stopped when the test ends, its log
+// shown if the test failed. A start is tried up to three times: a port
+// found free may be taken by another process before the gateway binds it.
+func startGateways(t *testing.T, names []string, start func(name string) (*Proc, error)) []string {
+	t.Helper()
+	var addrs []string
+	for _, name := range names {
+		var (
+			p   *Proc
+			err error
+		)
+		for range 3 {
+			if p, err = start(name); err == nil {
+				break
+			}
 		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			p.Stop()
+			if t.Failed() {
+				t.Logf("%s:\n%s", name, p.Log())
+			}
+		})
+		addrs = append(addrs, p.Addr)
 	}
-	return err
+	return addrs
 }
 
 // awaitWindow waits until the current minute has room for within: the

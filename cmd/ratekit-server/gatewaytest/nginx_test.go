@@ -45,30 +45,13 @@ func startNginx(t *testing.T, e *edge) []string {
 	t.Helper()
 	require(t, "nginx")
 	dir := t.TempDir()
-	var addrs []string
-	for _, name := range []string{"nginx-1", "nginx-2"} {
-		var p *Proc
-		err := retry(func() error {
-			addr, err := FreePort()
-			if err != nil {
-				return err
-			}
-			p, err = StartNginx(dir, name, addr, nginxFiles(t, e, addr), 1)
-			return err
-		})
+	return startGateways(t, []string{"nginx-1", "nginx-2"}, func(name string) (*Proc, error) {
+		addr, err := FreePort()
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		addr := p.Addr
-		t.Cleanup(func() {
-			p.Stop()
-			if t.Failed() {
-				t.Logf("%s:\n%s", name, p.Log())
-			}
-		})
-		addrs = append(addrs, addr)
-	}
-	return addrs
+		return StartNginx(dir, name, addr, nginxFiles(t, e, addr), 1)
+	})
 }
 
 // TestNginx runs the guide's configuration: two nginx processes, each
