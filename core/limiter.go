@@ -195,7 +195,6 @@ type Limiter struct {
 	fallbackKeys  int
 	clock         func() time.Time
 	epoch         time.Time    // the mono time's zero
-	wallClock     bool         // clock is the wall clock: see stamp
 	denied        *deniedCache // nil when off
 	deniedSize    int
 
@@ -263,9 +262,8 @@ func NewLimiter(store Store, opts ...Option) (*Limiter, error) {
 	if clock == nil {
 		clock = time.Now
 	}
-	epoch := clock()
-	l.epoch, l.wallClock = epoch, l.clock == nil
-	l.now = func() int64 { return int64(clock().Sub(epoch)) }
+	l.epoch = clock()
+	l.now = func() int64 { return int64(clock().Sub(l.epoch)) }
 	l.timeoutErr = fmt.Errorf("ratekit: store gave no answer within %v: %w", l.timeout, context.DeadlineExceeded)
 	l.stopCtx, l.cancelStop = context.WithCancel(context.Background())
 	traits := traitsOf(store)
@@ -329,7 +327,7 @@ func (l *Limiter) mono() int64 { return l.now() }
 // a decision's own work on some machines), else from the Limiter's clock
 // and the wall clock, which keeps the deadline's timers.
 func (l *Limiter) stamp() (int64, time.Time) {
-	if l.wallClock {
+	if l.clock == nil { // the wall clock
 		t := time.Now()
 		return int64(t.Sub(l.epoch)), t
 	}

@@ -158,7 +158,7 @@ func TestDeniedCacheExact(t *testing.T) {
 			}
 			defer l.Close()
 			l.now = func() int64 { return int64(clock.Now().Sub(clockStart)) }
-			l.wallClock = false // every reading of the Limiter's time is clock's
+			l.clock = clock.Now // every reading of the Limiter's time is clock's
 
 			rng := rand.New(rand.NewPCG(1, uint64(alg)))
 			a := Limit{Rate: 5, Period: time.Second, Burst: 3, Algorithm: alg}
