@@ -7,18 +7,19 @@ import (
 	"sync"
 )
 
-// call makes one store call for checks at cost n into results, returning by
-// ctx's deadline whatever the store does. A store that keeps deadlines by
-// itself ([Traits].KeepsDeadlines) is called on the caller's goroutine; any
-// other runs on a goroutine of its own that the caller abandons at the
-// deadline, and that call is returned as late: it goes on, and tells once
-// it returns whether it spent. A panic of the store becomes an error.
-func (l *Limiter) call(ctx context.Context, checks []Check, n int, results []Result) (late *storeCall, _ error) {
+// call makes one store call for checks at cost n into results, sent at
+// sent (the Limiter's mono time), returning by ctx's deadline whatever the
+// store does. A store that keeps deadlines by itself
+// ([Traits].KeepsDeadlines) is called on the caller's goroutine; any other
+// runs on a goroutine of its own that the caller abandons at the deadline,
+// and that call is returned as late: it goes on, and tells once it returns
+// whether it spent. A panic of the store becomes an error.
+func (l *Limiter) call(ctx context.Context, checks []Check, n int, results []Result, sent int64) (late *storeCall, _ error) {
 	if l.direct {
 		return nil, l.callDirect(ctx, checks, n, results)
 	}
 	// the call may outlive this function: it gets checks of its own
-	c, err := l.callStore(ctx, slices.Clone(checks), n)
+	c, err := l.callStore(ctx, slices.Clone(checks), n, sent)
 	if err != nil {
 		return c, err
 	}
@@ -78,7 +79,7 @@ var callPool = sync.Pool{New: func() any { return new(callBuf) }}
 // the store does: the call runs on a goroutine of its own, which the
 // caller abandons at the deadline. It returns the call, and ctx's error
 // when the caller abandoned it.
-func (l *Limiter) callStore(ctx context.Context, checks []Check, n int) (*storeCall, error) {
+func (l *Limiter) callStore(ctx context.Context, checks []Check, n int, sent int64) (*storeCall, error) {
 	l.mu.RLock()
 	if l.closed {
 		l.mu.RUnlock()
@@ -88,7 +89,7 @@ func (l *Limiter) callStore(ctx context.Context, checks []Check, n int) (*storeC
 	}
 	l.wg.Add(1)
 	l.mu.RUnlock()
-	return l.spawn(ctx, checks, n)
+	return l.spawn(ctx, checks, n, sent)
 }
 
 // storeCall is one store call on its own goroutine, or one whose outcome
@@ -116,8 +117,8 @@ type storeCall struct {
 // returns the call, and ctx's error when the call is still running: the
 // goroutine then finishes it, and refunds what a Refund asked of it
 // meanwhile.
-func (l *Limiter) spawn(ctx context.Context, checks []Check, n int) (*storeCall, error) {
-	c := &storeCall{done: make(chan struct{}), checks: checks, n: n, sent: l.mono()}
+func (l *Limiter) spawn(ctx context.Context, checks []Check, n int, sent int64) (*storeCall, error) {
+	c := &storeCall{done: make(chan struct{}), checks: checks, n: n, sent: sent}
 	go func() {
 		defer l.wg.Done()
 		func() {

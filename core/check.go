@@ -401,7 +401,7 @@ func (l *Limiter) answerFromCache(ctx context.Context, dl *deadline, c *groupCal
 func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, leads []*deniedEntry) (*storeCall, error) {
 	cctx := dl.of(ctx, l.timeout)
 	t0 := c.sent
-	late, err := l.call(cctx, c.checks, c.n, c.results)
+	late, err := l.call(cctx, c.checks, c.n, c.results, t0)
 	c.decided = l.mono()
 	if err != nil && ctx.Err() == nil && cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
 		err = l.timeoutErr

@@ -113,7 +113,7 @@ func (l *Limiter) probeOnce(checks []Check) error {
 	// The prober is counted in wg, so wg cannot be waited to zero here.
 	l.wg.Add(1)
 	t0 := l.mono()
-	c, err := l.spawn(ctx, checks, 1)
+	c, err := l.spawn(ctx, checks, 1, t0)
 	if err == nil {
 		err = c.err
 	}
