@@ -46,6 +46,11 @@ func TestReplicatedCluster(t *testing.T) {
 		t.Fatalf("MasterOf(key:7) = %s, not a master", m.Addr())
 	}
 	r := cl.ReplicaOf(m)
+	// replication is asynchronous: the key must reach the replica before
+	// its master dies, or the promoted replica rightly lacks it
+	if n, err := m.Client(t).Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n < 1 {
+		t.Fatalf("WAIT for the replica of %s: %d replicas, %v", m.Addr(), n, err)
+	}
 	m.Kill(t)
 	killed := time.Now()
 	promoted := r.AwaitPromotion(t, 20*time.Second)
