@@ -32,6 +32,11 @@ const deniedGrace = time.Second
 // whenever the circuit breaker closes after an outage.
 type deniedCache struct {
 	cache *otter.Cache[string, *deniedEntry]
+	// entries is never below the number of entries in cache: it counts
+	// each entry up before it is written and down as otter deletes it
+	// (replaced, invalidated, expired or evicted), so that lookup skips
+	// the cache while it holds nothing, as on the allowing path.
+	entries atomic.Int64
 }
 
 // deniedEntry is what the store said about one key: no cost ≥ n under limit
@@ -56,6 +61,9 @@ func newDeniedCache(size int, mono func() int64) *deniedCache {
 	c := &deniedCache{}
 	c.cache = otter.Must(&otter.Options[string, *deniedEntry]{
 		MaximumSize: size,
+		// atomic with the deletion, so that entries never counts below
+		// what the cache holds
+		OnAtomicDeletion: func(otter.DeletionEvent[string, *deniedEntry]) { c.entries.Add(-1) },
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, *deniedEntry]) time.Duration {
 			return time.Duration(max(0, e.Value.until-mono())) + deniedGrace
 		}),
@@ -96,6 +104,9 @@ func (c *deniedCache) clear() {
 //
 // A hit allocates nothing.
 func (c *deniedCache) lookup(checks []Check, n int, now int64, results []Result, leads []*deniedEntry, coalesce bool) (hit bool, wait *deniedEntry, led []*deniedEntry) {
+	if c.entries.Load() == 0 {
+		return false, nil, leads // nothing denied, nothing to coalesce
+	}
 	var found [maxChecks]*deniedEntry
 	for i := range checks {
 		e, ok := c.cache.GetIfPresent(checks[i].Key)
@@ -152,6 +163,7 @@ func (c *deniedCache) record(checks []Check, n int, t0 int64, results []Result, 
 		if r.Allowed || r.RetryAfter <= 0 {
 			continue
 		}
+		c.entries.Add(1)
 		c.cache.Set(checks[i].Key, &deniedEntry{
 			key:     checks[i].Key,
 			limit:   checks[i].Limit,
@@ -210,6 +222,7 @@ func (c *deniedCache) replace(old, next *deniedEntry) {
 		case next == nil:
 			return nil, otter.InvalidateOp
 		}
+		c.entries.Add(1) // old's deletion counts it down
 		return next, otter.WriteOp
 	})
 }

@@ -217,6 +217,10 @@ func keyCaseIndex(kc keyCase) int {
 // summary is a cell reduced to medians over its rounds, with counts summed.
 type summary struct {
 	perSecond, vsBare, p50VsBare, allocs float64
+	// cpu is this process's CPU µs per decision, the median over the
+	// rounds; cpuOK is false when it could not be read
+	cpu   float64
+	cpuOK bool
 	// the lowest and highest per-round ratios
 	vsBareLow, vsBareHigh, p50VsBareLow, p50VsBareHigh float64
 	p50, p99                                           time.Duration
@@ -229,11 +233,12 @@ type summary struct {
 }
 
 func (c *cell) summary() summary {
-	var ps, allocs, p50, p99 []float64
+	var ps, allocs, cpu, p50, p99 []float64
 	s := summary{vsBare: figures.Median(append([]float64(nil), c.vsBare...)), p50VsBare: figures.Median(append([]float64(nil), c.p50VsBare...))}
 	for _, r := range c.runs {
 		ps = append(ps, r.perSecond)
 		allocs = append(allocs, r.allocsPerDecision())
+		cpu = append(cpu, r.cpuPerDecision())
 		p50 = append(p50, float64(r.p50))
 		p99 = append(p99, float64(r.p99))
 		s.decisions += r.n
@@ -244,6 +249,10 @@ func (c *cell) summary() summary {
 		}
 	}
 	s.perSecond, s.allocs = figures.Median(ps), figures.Median(allocs)
+	s.cpu, s.cpuOK = figures.Median(cpu), len(c.runs) > 0
+	for _, r := range c.runs {
+		s.cpuOK = s.cpuOK && r.cpuOK
+	}
 	s.vsBareLow, s.vsBareHigh = slices.Min(c.vsBare), slices.Max(c.vsBare)
 	s.p50VsBareLow, s.p50VsBareHigh = slices.Min(c.p50VsBare), slices.Max(c.p50VsBare)
 	s.p50, s.p99 = time.Duration(figures.Median(p50)), time.Duration(figures.Median(p99))

@@ -27,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -97,6 +98,7 @@ func main() {
 	})
 	var child childFlags
 	child.register()
+	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile over the whole run to this file: for finding where a contender's time goes, not for the report")
 	flag.Parse()
 
 	if child.name != "" {
@@ -117,10 +119,32 @@ func main() {
 	if o.cmdline == "" {
 		o.cmdline = strings.TrimSpace("go run ./cmd/compare " + strings.Join(os.Args[1:], " "))
 	}
-	if err := compare(o); err != nil {
+	if err := profiled(*cpuProfile, func() error { return compare(o) }); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
+}
+
+// profiled runs f, under a CPU profile written to path unless path is
+// empty.
+func profiled(path string, f func() error) error {
+	if path == "" {
+		return f()
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		_ = out.Close()
+		return err
+	}
+	err = f()
+	pprof.StopCPUProfile()
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func progress(format string, args ...any) {

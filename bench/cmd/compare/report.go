@@ -106,6 +106,10 @@ func (rep *report) write(out io.Writer) error {
 	p("  are of every call's latency in the run. allocs/decision is the heap allocations of the whole")
 	p("  process during the run (`runtime.MemStats.Mallocs`) over the calls made; the measuring loop")
 	p("  itself allocates nothing, but go-redis's and the runtime's background work is included.")
+	p("  client CPU µs is this process's user + system time during the run (`/proc/self/stat`, in ticks")
+	p("  of 10 ms) over the calls made: what the contender's client side costs a core per decision,")
+	p("  the Go runtime's scheduling included (and, in the network pass, the in-process proxy's work;")
+	p("  the ratekit-server row's server runs in a process of its own, which it leaves out).")
 	p("- Redis's cost: before and after each run the program reads redis-server's `INFO commandstats` and")
 	p("  `INFO stats` (through a client of its own) and its CPU time from `/proc/<pid>/stat`; the")
 	p("  differences over the run's calls are the cost per decision (see \"Redis's cost per decision\").")
@@ -152,12 +156,12 @@ func (rep *report) write(out io.Writer) error {
 		}
 		p("### %s, %d goroutine%s", keys, bc.g, plural(bc.g))
 		p("")
-		p("| contender | decisions/s | × bare | p50 | p99 | p50 × bare | allocs/decision | calls | denied | errors | %s |", costColumns)
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s", strings.Repeat("---:|", 6))
+		p("| contender | decisions/s | × bare | p50 | p99 | p50 × bare | allocs/decision | client CPU µs | calls | denied | errors | %s |", costColumns)
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s", strings.Repeat("---:|", 6))
 		for ci, c := range cs {
 			s := rep.bench.cells[k][ci].summary()
-			p("| %s | %s | %s | %s | %s | %s | %.1f | %s | %d | %d |%s", c.name, figures.Thousands(s.perSecond), ratio(s.vsBare),
-				figures.Dur(s.p50), figures.Dur(s.p99), ratio(s.p50VsBare), s.allocs, figures.Thousands(float64(s.decisions)), s.denied, s.errors, costCells(s))
+			p("| %s | %s | %s | %s | %s | %s | %.1f | %s | %s | %d | %d |%s", c.name, figures.Thousands(s.perSecond), ratio(s.vsBare),
+				figures.Dur(s.p50), figures.Dur(s.p99), ratio(s.p50VsBare), s.allocs, clientCPU(s), figures.Thousands(float64(s.decisions)), s.denied, s.errors, costCells(s))
 		}
 	}
 	p("")
@@ -395,4 +399,13 @@ func oneLine(err error) string {
 		s = s[:200] + "…"
 	}
 	return strings.ReplaceAll(s, "`", "'")
+}
+
+// clientCPU formats s's client CPU per decision, or "" when it could not be
+// read.
+func clientCPU(s summary) string {
+	if !s.cpuOK {
+		return ""
+	}
+	return fmt.Sprintf("%.2f", s.cpu)
 }

@@ -2,27 +2,40 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratekit/ratekit/bench/internal/proccpu"
 )
 
 // runResult is one measured run of one contender on one case.
 type runResult struct {
-	n         int64 // planned decisions
-	allowed   int64
-	denied    int64
-	errors    int64
-	firstErr  error
-	elapsed   time.Duration
-	mallocs   uint64 // heap allocations of the whole process during the run
+	n        int64 // planned decisions
+	allowed  int64
+	denied   int64
+	errors   int64
+	firstErr error
+	elapsed  time.Duration
+	mallocs  uint64 // heap allocations of the whole process during the run
+	// cpu is this process's CPU time during the run, user and system
+	// (cpuOK false when it could not be read)
+	cpu       time.Duration
+	cpuOK     bool
 	p50, p99  time.Duration
 	perSecond float64 // decisions (allowed + denied) per second
 }
 
 func (r runResult) allocsPerDecision() float64 { return float64(r.mallocs) / float64(r.n) }
+
+// cpuPerDecision is the process's CPU time of the run, in µs, over the
+// calls made.
+func (r runResult) cpuPerDecision() float64 {
+	return float64(r.cpu.Microseconds()) / float64(max(r.n, 1))
+}
 
 // run makes n decisions from g goroutines, each with its own decideFunc
 // from newWorker, taking keys in turn from keys starting at base. Each
@@ -87,10 +100,12 @@ func run(newWorker func() decideFunc, keys *keySet, base, g int, n int64, lat []
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	cpu0, cpuOK0 := proccpu.CPU(os.Getpid())
 	begin := time.Now()
 	close(startGate)
 	wg.Wait()
 	elapsed := time.Since(begin)
+	cpu1, cpuOK1 := proccpu.CPU(os.Getpid())
 	runtime.ReadMemStats(&after)
 
 	r := runResult{
@@ -98,6 +113,7 @@ func run(newWorker func() decideFunc, keys *keySet, base, g int, n int64, lat []
 		allowed: allowed.Load(), denied: denied.Load(), errors: errs.Load(),
 		elapsed: elapsed,
 		mallocs: after.Mallocs - before.Mallocs,
+		cpu:     cpu1 - cpu0, cpuOK: cpuOK0 && cpuOK1,
 	}
 	if p := firstErr.Load(); p != nil {
 		r.firstErr = *p
