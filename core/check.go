@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -267,8 +266,8 @@ type deadline struct {
 	start  time.Time // what the deadline counts from; zero: when first needed
 	ctx    context.Context
 	cancel context.CancelFunc
-	bound  *boundCtx  // a pooled deadline, for a store that keeps deadlines
-	pool   *sync.Pool // of boundCtx; nil unless the store keeps deadlines
+	bound  *boundCtx // a pooled deadline, for a store that keeps deadlines
+	bounds *bounds   // where bound comes from; nil unless the store keeps deadlines
 }
 
 // of returns the context of the store deadline, timeout after the first
@@ -287,8 +286,8 @@ func (d *deadline) of(parent context.Context, timeout time.Duration) context.Con
 	switch t, ok := parent.Deadline(); {
 	case ok && !t.After(at):
 		d.ctx = parent
-	case d.pool != nil:
-		d.bound = boundTo(d.pool, parent, at, timeout)
+	case d.bounds != nil:
+		d.bound = d.bounds.bound(parent, start, timeout)
 		d.ctx = d.bound
 	default:
 		d.ctx, d.cancel = context.WithDeadline(parent, at)
@@ -302,7 +301,7 @@ func (d *deadline) end() {
 		d.cancel()
 	}
 	if d.bound != nil {
-		d.bound.release(d.pool)
+		d.bounds.release(d.bound)
 	}
 }
 
@@ -328,7 +327,7 @@ func (l *Limiter) decide(ctx context.Context, c *groupCall) (late *storeCall, _ 
 	var dl deadline
 	c.sent, dl.start = l.stamp()
 	if l.direct {
-		dl.pool = &l.bounds
+		dl.bounds = &l.bounds
 	}
 	defer dl.end()
 	var leadBuf [4]*deniedEntry

@@ -190,7 +190,7 @@ type Limiter struct {
 
 	inProcess     bool              // the store decides in process: no deadline, breaker, fallback or cache
 	direct        bool              // the store keeps deadlines itself: no goroutine per call
-	bounds        sync.Pool         // of *boundCtx, the deadlines of direct calls
+	bounds        bounds            // the deadlines of direct calls
 	fallbackStore *localstore.Store // FailLocal only
 	fallbackKeys  int
 	clock         func() time.Time

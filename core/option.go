@@ -62,7 +62,9 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // into an outage.
 //
 // The deadline holds whatever the client: Check returns at the deadline
-// even from a go-redis client that ignores contexts (its default). A store
+// even from a go-redis client that ignores contexts (its default). Calls
+// to a store that keeps deadlines share them (see below): such a call's
+// deadline may come up to a 64th of d early, never late. A store
 // that gives up at the deadline itself ([Traits].KeepsDeadlines) is called
 // on the request's goroutine: a redisstore.Store that batches (its default
 // over a *redis.Client, whatever the client's options) is one, and so is
