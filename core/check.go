@@ -287,7 +287,7 @@ func (d *deadline) of(parent context.Context, timeout time.Duration) context.Con
 	case ok && !t.After(at):
 		d.ctx = parent
 	case d.bounds != nil:
-		d.bound = d.bounds.bound(parent, start, timeout)
+		d.bound = d.bounds.bound(parent, at, timeout)
 		d.ctx = d.bound
 	default:
 		d.ctx, d.cancel = context.WithDeadline(parent, at)
@@ -295,7 +295,7 @@ func (d *deadline) of(parent context.Context, timeout time.Duration) context.Con
 	return d.ctx
 }
 
-// end releases the deadline's timer.
+// end releases the deadline: its timer, or its pooled context.
 func (d *deadline) end() {
 	if d.cancel != nil {
 		d.cancel()

@@ -54,24 +54,24 @@ type boundCtx struct {
 	tick   *deadlineTick
 }
 
-// bound returns a boundCtx within parent for a call started at start, its
-// deadline at most timeout after start and less than a tick before that.
+// bound returns a boundCtx within parent for a call whose deadline under
+// timeout is at: its own deadline is at most at, and less than a tick
+// before it.
 // It costs no allocation unless the last boundCtx released expired, or a
 // new tick begins.
-func (b *bounds) bound(parent context.Context, start time.Time, timeout time.Duration) *boundCtx {
+func (b *bounds) bound(parent context.Context, at time.Time, timeout time.Duration) *boundCtx {
 	c, _ := b.pool.Get().(*boundCtx)
 	if c == nil {
 		c = new(boundCtx)
 	}
-	c.parent, c.tick = parent, b.tickFor(start, timeout)
+	c.parent, c.tick = parent, b.tickFor(at, timeout)
 	return c
 }
 
-// tickFor returns a tick whose deadline is at most timeout after start and
-// less than a tick before that: the newest one if it is, else a new one,
-// which becomes the newest.
-func (b *bounds) tickFor(start time.Time, timeout time.Duration) *deadlineTick {
-	at := start.Add(timeout)
+// tickFor returns a tick whose deadline is at most at and less than a
+// tick before it: the newest one if it is, else a new one, which becomes
+// the newest.
+func (b *bounds) tickFor(at time.Time, timeout time.Duration) *deadlineTick {
 	cur := b.tick.Load()
 	if cur != nil && !cur.at.After(at) && at.Sub(cur.at) < tickOf(timeout) {
 		return cur

@@ -21,7 +21,7 @@ func TestBoundCtx(t *testing.T) {
 		parent := context.WithValue(context.Background(), boundKey{}, "v")
 		for round := range 3 {
 			start := time.Now()
-			c := b.bound(parent, start, timeout)
+			c := b.bound(parent, start.Add(timeout), timeout)
 			if got, ok := c.Deadline(); !ok || !got.Equal(start.Add(timeout)) {
 				t.Fatalf("round %d: deadline %v %v, want %v: the first call of a tick sets it", round, got, ok, start.Add(timeout))
 			}
@@ -47,7 +47,7 @@ func TestBoundCtx(t *testing.T) {
 			if round == 1 {
 				// an expired context may still be in the hands of the
 				// store that the caller abandoned: it is not reused
-				if next := b.bound(parent, time.Now(), timeout); next == c {
+				if next := b.bound(parent, time.Now().Add(timeout), timeout); next == c {
 					t.Fatalf("round %d: an expired context came back from the pool", round)
 				}
 			}
@@ -73,18 +73,18 @@ func TestBoundCtxSharesTicks(t *testing.T) {
 			}
 		}
 		start := time.Now()
-		first := b.bound(context.Background(), start, timeout)
+		first := b.bound(context.Background(), start.Add(timeout), timeout)
 		within(first, start)
 
 		time.Sleep(tick / 2)
-		second := b.bound(context.Background(), time.Now(), timeout)
+		second := b.bound(context.Background(), time.Now().Add(timeout), timeout)
 		within(second, time.Now())
 		if second.Done() != first.Done() {
 			t.Fatal("two calls half a tick apart have deadlines of their own")
 		}
 
 		time.Sleep(tick / 2)
-		third := b.bound(context.Background(), time.Now(), timeout)
+		third := b.bound(context.Background(), time.Now().Add(timeout), timeout)
 		within(third, time.Now())
 		if third.Done() == first.Done() {
 			t.Fatal("a call a tick after the first shares its deadline")
@@ -92,7 +92,7 @@ func TestBoundCtxSharesTicks(t *testing.T) {
 
 		// a call stamped before the newest tick began, whose deadline
 		// comes first, does not take the later one
-		early := b.bound(context.Background(), start, timeout)
+		early := b.bound(context.Background(), start.Add(timeout), timeout)
 		within(early, start)
 		if early.Done() == third.Done() {
 			t.Fatal("an earlier call took a later deadline")

@@ -93,12 +93,7 @@ func startEdge(t *testing.T, guide string) *edge {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			p.Stop()
-			if t.Failed() {
-				t.Logf("%s log:\n%s", name, p.Log())
-			}
-		})
+		stopAtEnd(t, name, p)
 		e.replicas = append(e.replicas, p)
 	}
 	return e
@@ -205,15 +200,24 @@ func startGateways(t *testing.T, names []string, start func(name string) (*Proc,
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			p.Stop()
-			if t.Failed() {
-				t.Logf("%s:\n%s", name, p.Log())
-			}
-		})
+		stopAtEnd(t, name, p)
 		addrs = append(addrs, p.Addr)
 	}
 	return addrs
+}
+
+// stopAtEnd stops p, a process named name, when the test ends, and shows
+// its log if the test failed.
+func stopAtEnd(t *testing.T, name string, p interface {
+	Stop()
+	Log() string
+}) {
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", name, p.Log())
+		}
+	})
 }
 
 // awaitWindow waits until the current minute has room for within: the
