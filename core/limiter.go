@@ -263,7 +263,12 @@ func NewLimiter(store Store, opts ...Option) (*Limiter, error) {
 		clock = time.Now
 	}
 	l.epoch = clock()
-	l.now = func() int64 { return int64(clock().Sub(l.epoch)) }
+	if l.clock == nil {
+		// the monotonic clock alone: one reading where time.Now takes two
+		l.now = func() int64 { return int64(time.Since(l.epoch)) }
+	} else {
+		l.now = func() int64 { return int64(clock().Sub(l.epoch)) }
+	}
 	l.timeoutErr = fmt.Errorf("ratekit: store gave no answer within %v: %w", l.timeout, context.DeadlineExceeded)
 	l.stopCtx, l.cancelStop = context.WithCancel(context.Background())
 	traits := traitsOf(store)
@@ -321,15 +326,19 @@ func (l *Limiter) Close() error {
 // monotonic clock.
 func (l *Limiter) mono() int64 { return l.now() }
 
-// stamp returns the Limiter's mono time and the wall time, for a store
-// call's start and its deadline: from one reading of the clock when the
-// Limiter runs on the wall clock (reading it costs more than the rest of
-// a decision's own work on some machines), else from the Limiter's clock
-// and the wall clock, which keeps the deadline's timers.
+// stamp returns the Limiter's mono time and the time now, for a store
+// call's start and its deadline. When the Limiter runs on the system's
+// clock, both come from one reading of the monotonic clock (reading the
+// clock costs more than the rest of a decision's own work on some
+// machines): the time is the epoch plus the time since, which carries a
+// monotonic reading, so that deadlines and timers made from it are exact
+// even if the wall clock was stepped meanwhile (only its wall reading
+// would be off by the step). Else the mono time is the Limiter's clock's
+// and the time is the system's, which keeps the deadline's timers.
 func (l *Limiter) stamp() (int64, time.Time) {
-	if l.clock == nil { // the wall clock
-		t := time.Now()
-		return int64(t.Sub(l.epoch)), t
+	if l.clock == nil {
+		since := time.Since(l.epoch)
+		return int64(since), l.epoch.Add(since)
 	}
 	return l.mono(), time.Now()
 }
