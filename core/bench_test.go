@@ -106,7 +106,8 @@ func (s statedStore) Traits() core.Traits { return s.traits }
 // KeepsDeadlines), and over a real redis-server through a client of
 // go-redis's default options and through one with ContextTimeoutEnabled
 // and MaxRetries -1, as the README's quick start builds it (both batching,
-// so both called on the request's goroutine).
+// so both called on the request's goroutine); at 1 and 16 goroutines, and
+// over Redis at 256 too.
 //
 //	go test -run '^$' -bench BenchmarkLimiter -benchmem ./core
 func BenchmarkLimiter(b *testing.B) {
@@ -115,15 +116,19 @@ func BenchmarkLimiter(b *testing.B) {
 	keeps := srv.Client(b, func(o *redis.Options) { o.ContextTimeoutEnabled, o.MaxRetries = true, -1 })
 	mem := testkit.MustMemory()
 	b.Cleanup(func() { mem.Close() })
+	// over Redis also at 256 goroutines, where the client's CPU per
+	// decision bounds a machine whose cores it shares with Redis
+	inProcess, overRedis := []int{1, 16}, []int{1, 16, 256}
 	stores := []struct {
-		name  string
-		store core.Store
+		name       string
+		store      core.Store
+		goroutines []int
 	}{
-		{"memory", mem},
-		{"memory-remote", statedStore{Store: mem}},
-		{"memory-keeps", statedStore{Store: mem, traits: core.Traits{KeepsDeadlines: true}}},
-		{"redis", testkit.MustRedis(plain)},
-		{"redis-keeps", testkit.MustRedis(keeps)},
+		{"memory", mem, inProcess},
+		{"memory-remote", statedStore{Store: mem}, inProcess},
+		{"memory-keeps", statedStore{Store: mem, traits: core.Traits{KeepsDeadlines: true}}, inProcess},
+		{"redis", testkit.MustRedis(plain), overRedis},
+		{"redis-keeps", testkit.MustRedis(keeps), overRedis},
 	}
 	limit := core.PerSecond(1_000_000) // a limit no call reaches: the allowing path
 	const nkeys = 1000
@@ -149,7 +154,7 @@ func BenchmarkLimiter(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		for _, g := range []int{1, 16} {
+		for _, g := range st.goroutines {
 			b.Run(fmt.Sprintf("%s/store/g=%d", st.name, g), func(b *testing.B) {
 				checks := make([][1]core.Check, b.N) // one per call: the store may not keep them
 				testkit.RunConcurrent(b, g, func(i int) (bool, error) {
