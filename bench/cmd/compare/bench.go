@@ -22,22 +22,19 @@ type meter struct {
 	pid    int
 }
 
-// run returns measured(), and adds to c what redis-server spent during
-// it, unless m is nil.
-func (m *meter) run(ctx context.Context, c *cell, measured func() runResult) (runResult, error) {
+// run returns measured(), and what redis-server spent during it (the zero
+// value for a nil meter).
+func (m *meter) run(ctx context.Context, measured func() runResult) (runResult, rediscost.Counters, error) {
 	before, err := m.sample(ctx)
 	if err != nil {
-		return runResult{}, err
+		return runResult{}, rediscost.Counters{}, err
 	}
 	rr := measured()
 	after, err := m.sample(ctx)
 	if err != nil {
-		return runResult{}, err
+		return runResult{}, rediscost.Counters{}, err
 	}
-	if m != nil {
-		c.costs = append(c.costs, rediscost.Delta(before, after))
-	}
-	return rr, nil
+	return rr, rediscost.Delta(before, after), nil
 }
 
 // sample returns the server's counters, or the zero value for a nil meter.
@@ -138,7 +135,7 @@ func measure(ctx context.Context, client *redis.Client, cs []contender, o option
 			rates[k][ci] = append(rates[k][ci], float64(w.n)/w.elapsed.Seconds())
 		}
 	}
-	lat := make([]time.Duration, 1024)
+	lat := make([][]time.Duration, len(cs)) // each contender's latencies in a round, reused
 
 	for r := range o.rounds {
 		// the server's ceiling, measured in the round it is compared in
@@ -155,31 +152,25 @@ func measure(ctx context.Context, client *redis.Client, cs []contender, o option
 		}
 		for k, bc := range res.cases {
 			var line strings.Builder
-			for j := range cs {
-				// rotate the order each round and case, so that no contender
-				// always runs first or right after another
-				ci := (j + r + k) % len(cs)
-				n := plan(k, ci)
-				res.planned[k][ci] += n
-				if int64(len(lat)) < n {
-					lat = make([]time.Duration, n)
-				}
-				ks := keysOf(ci, k)
-				rr, err := m.run(ctx, res.cells[k][ci], func() runResult {
-					return run(open[ci], ks, r*ks.len()/o.rounds, bc.g, n, lat[:n], nil)
-				})
-				if err != nil {
-					return nil, err
-				}
-				if err := rr.check(); err != nil {
+			rounds, err := measureRound(ctx, m, open, keysOf, k, bc, r, o.rounds, plan, lat)
+			if err != nil {
+				return nil, err
+			}
+			for ci, rr := range rounds {
+				if err := rr.run.check(); err != nil {
 					return nil, fmt.Errorf("%s, %v: %w", cs[ci].name, bc, err)
 				}
-				if cs[ci].kind == kindBaseline && rr.errors > 0 {
-					return nil, fmt.Errorf("baseline %s, %v: %d errors: %w", cs[ci].name, bc, rr.errors, rr.firstErr)
+				if cs[ci].kind == kindBaseline && rr.run.errors > 0 {
+					return nil, fmt.Errorf("baseline %s, %v: %d errors: %w", cs[ci].name, bc, rr.run.errors, rr.run.firstErr)
 				}
-				res.cells[k][ci].runs = append(res.cells[k][ci].runs, rr)
-				rates[k][ci] = append(rates[k][ci], float64(rr.n)/rr.elapsed.Seconds())
-				fmt.Fprintf(&line, " %s %.0f/s;", cs[ci].name, rr.perSecond)
+				res.planned[k][ci] += rr.planned
+				c := res.cells[k][ci]
+				c.runs = append(c.runs, rr.run)
+				if m != nil {
+					c.costs = append(c.costs, rr.cost)
+				}
+				rates[k][ci] = append(rates[k][ci], float64(rr.run.n)/rr.run.elapsed.Seconds())
+				fmt.Fprintf(&line, " %s %.0f/s;", cs[ci].name, rr.run.perSecond)
 			}
 			b := res.cells[k][bare].runs[r]
 			for ci := range cs {
@@ -203,6 +194,67 @@ func measure(ctx context.Context, client *redis.Client, cs []contender, o option
 		}
 	}
 	return res, nil
+}
+
+// runSlices is how many slices each contender's run on a case is cut
+// into within a round: every contender runs its first slice, in turn, then
+// its second, and so on, so that the contenders of a case share the
+// machine's moments, whose noise (other work on shared CPUs) changes over
+// seconds. A round's figures of a contender are its slices' together.
+const runSlices = 5
+
+// roundRun is one contender's run on one case in one round: its slices
+// merged, and what redis-server spent during them.
+type roundRun struct {
+	planned int64 // decisions
+	run     runResult
+	cost    rediscost.Counters
+}
+
+// measureRound runs every contender on case k (bc) in round r of rounds,
+// in runSlices slices each (see runSlices), the order rotating with the
+// round, the case and the slice so that no contender always runs first or
+// right after another. Each contender makes plan(k, ci) decisions, its
+// keys taken in turn from where its previous slice stopped; lat holds
+// each contender's latency buffer, grown as needed.
+func measureRound(ctx context.Context, m *meter, open []func() decideFunc, keysOf func(ci, k int) *keySet,
+	k int, bc benchCase, r, rounds int, plan func(k, ci int) int64, lat [][]time.Duration) ([]roundRun, error) {
+	cs := len(open)
+	n, done := make([]int64, cs), make([]int64, cs)
+	parts := make([][]runResult, cs)
+	out := make([]roundRun, cs)
+	for ci := range cs {
+		n[ci] = plan(k, ci)
+		if int64(cap(lat[ci])) < n[ci] {
+			lat[ci] = make([]time.Duration, n[ci])
+		}
+		out[ci].cost.CPUOK = true
+	}
+	for s := range runSlices {
+		for j := range cs {
+			ci := (j + r + k + s) % cs
+			ns := sliceOf(n[ci], s, runSlices)
+			if ns == 0 {
+				continue
+			}
+			ks := keysOf(ci, k)
+			base := (r*ks.len()/rounds + int(done[ci])) % ks.len()
+			buf := lat[ci][done[ci] : done[ci]+ns]
+			rr, cost, err := m.run(ctx, func() runResult {
+				return run(open[ci], ks, base, bc.g, ns, buf, nil)
+			})
+			if err != nil {
+				return nil, err
+			}
+			parts[ci] = append(parts[ci], rr)
+			out[ci].cost = out[ci].cost.Add(cost)
+			done[ci] += ns
+		}
+	}
+	for ci := range cs {
+		out[ci].planned, out[ci].run = n[ci], mergeRuns(parts[ci], lat[ci][:n[ci]])
+	}
+	return out, nil
 }
 
 func keyCaseIndex(kc keyCase) int {

@@ -9,8 +9,9 @@
 // In one run it starts its own redis-server on a free loopback port (and
 // kills it by pid at the end), and measures every contender at 1, 16, 64
 // and 256 goroutines, on one hot key and on 100,000 keys, in interleaved
-// rounds: within a round every contender runs once per case, so that each
-// ratio to the bare script compares runs made moments apart. It reports
+// rounds: within a round every contender runs once per case, in slices
+// that the contenders take in turn, so that each ratio to the bare script
+// compares runs that shared the machine's moments. It reports
 // medians over the rounds. Then it checks, for every limiter, how many
 // requests 4 processes sharing one key and a limit of 1000 per minute get
 // through.

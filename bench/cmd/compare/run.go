@@ -130,6 +130,43 @@ func run(newWorker func() decideFunc, keys *keySet, base, g int, n int64, lat []
 	return r
 }
 
+// mergeRuns returns the runs of one contender on one case as one run:
+// counts, times and allocations summed, decisions/s over the time summed,
+// and the latency quantiles of lat, which holds every run's latencies (and
+// is sorted).
+func mergeRuns(parts []runResult, lat []time.Duration) runResult {
+	r := runResult{cpuOK: len(parts) > 0}
+	for _, p := range parts {
+		r.n += p.n
+		r.allowed, r.denied, r.errors = r.allowed+p.allowed, r.denied+p.denied, r.errors+p.errors
+		if r.firstErr == nil {
+			r.firstErr = p.firstErr
+		}
+		r.elapsed += p.elapsed
+		r.mallocs += p.mallocs
+		r.cpu += p.cpu
+		r.cpuOK = r.cpuOK && p.cpuOK
+	}
+	if r.elapsed > 0 {
+		r.perSecond = float64(r.allowed+r.denied) / r.elapsed.Seconds()
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		r.p50, r.p99 = quantile(lat, 0.50), quantile(lat, 0.99)
+	}
+	return r
+}
+
+// sliceOf returns how many of n decisions slice s of slices makes: n
+// spread as evenly as may be, the first slices taking the remainder.
+func sliceOf(n int64, s, slices int) int64 {
+	q, rem := n/int64(slices), n%int64(slices)
+	if int64(s) < rem {
+		return q + 1
+	}
+	return q
+}
+
 // check verifies the fixture after a run: every planned decision was made.
 func (r runResult) check() error {
 	if got := r.allowed + r.denied + r.errors; got != r.n {

@@ -163,6 +163,17 @@ func Delta(before, after Counters) Counters {
 	}
 }
 
+// Add returns the sum of two Deltas: what the server spent over both
+// spans. CPUOK holds if it held for both.
+func (d Counters) Add(e Counters) Counters {
+	return Counters{
+		Calls: d.Calls + e.Calls, OtherUsec: d.OtherUsec + e.OtherUsec,
+		ScriptCalls: d.ScriptCalls + e.ScriptCalls, ScriptUsec: d.ScriptUsec + e.ScriptUsec,
+		NetIn: d.NetIn + e.NetIn, NetOut: d.NetOut + e.NetOut,
+		CPU: d.CPU + e.CPU, CPUOK: d.CPUOK && e.CPUOK,
+	}
+}
+
 // PerDecision is a Delta spread over the decisions made in it.
 type PerDecision struct {
 	// ScriptUsec and OtherUsec are Redis's command time (INFO

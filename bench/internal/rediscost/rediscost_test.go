@@ -100,3 +100,16 @@ func TestSampleCountsOnlyTheWorkBetween(t *testing.T) {
 		client.Close()
 	}
 }
+
+func TestAddSumsDeltas(t *testing.T) {
+	a := Counters{Calls: 1, ScriptCalls: 2, ScriptUsec: 3, OtherUsec: 4, NetIn: 5, NetOut: 6, CPU: 7, CPUOK: true}
+	b := Counters{Calls: 10, ScriptCalls: 20, ScriptUsec: 30, OtherUsec: 40, NetIn: 50, NetOut: 60, CPU: 70, CPUOK: true}
+	want := Counters{Calls: 11, ScriptCalls: 22, ScriptUsec: 33, OtherUsec: 44, NetIn: 55, NetOut: 66, CPU: 77, CPUOK: true}
+	if got := a.Add(b); got != want {
+		t.Errorf("Add = %+v, want %+v", got, want)
+	}
+	b.CPUOK = false
+	if a.Add(b).CPUOK {
+		t.Error("CPUOK with a delta whose CPU could not be read")
+	}
+}
