@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -212,9 +213,9 @@ type roundRun struct {
 }
 
 // measureRound runs every contender on case k (bc) in round r of rounds,
-// in runSlices slices each (see runSlices), the order rotating with the
-// round, the case and the slice so that no contender always runs first or
-// right after another. Each contender makes plan(k, ci) decisions, its
+// in runSlices slices each (see runSlices), in an order drawn anew for
+// every slice (the same for the same round, case and slice in every
+// run). Each contender makes plan(k, ci) decisions, its
 // keys taken in turn from where its previous slice stopped; lat holds
 // each contender's latency buffer, grown as needed.
 func measureRound(ctx context.Context, m *meter, open []func() decideFunc, keysOf func(ci, k int) *keySet,
@@ -231,8 +232,12 @@ func measureRound(ctx context.Context, m *meter, open []func() decideFunc, keysO
 		out[ci].cost.CPUOK = true
 	}
 	for s := range runSlices {
-		for j := range cs {
-			ci := (j + r + k + s) % cs
+		// a new order for every slice, so that no contender always runs
+		// first, or right after the same other one: a contender that
+		// loads the machine would otherwise weigh on the same neighbour
+		// in every slice of every round
+		order := rand.New(rand.NewPCG(uint64(r), uint64(k*runSlices+s))).Perm(cs)
+		for _, ci := range order {
 			ns := sliceOf(n[ci], s, runSlices)
 			if ns == 0 {
 				continue

@@ -104,14 +104,64 @@ func TestMeasureRoundInterleavesSlices(t *testing.T) {
 			}
 		}
 	}
-	// the contenders take turns: runSlices turns each, not one run each
-	turns := 1
-	for i := 1; i < len(order); i++ {
-		if order[i] != order[i-1] {
-			turns++
+	// the contenders take turns: every contender's slice s runs before
+	// any contender's slice s+1
+	made := make([]int64, contenders)
+	last := 0
+	for i, ci := range order {
+		s, end := 0, sliceOf(planned[ci], 0, runSlices)
+		for made[ci] >= end {
+			s++
+			end += sliceOf(planned[ci], s, runSlices)
+		}
+		made[ci]++
+		if s < last {
+			t.Fatalf("decision %d: contender %d in its slice %d after another's slice %d", i, ci, s, last)
+		}
+		last = s
+	}
+	if last != runSlices-1 {
+		t.Errorf("the last decision in slice %d, want %d", last, runSlices-1)
+	}
+}
+
+// The order of the contenders changes from slice to slice, so that none
+// always follows the same other one.
+func TestMeasureRoundVariesTheOrder(t *testing.T) {
+	const contenders = 6
+	var (
+		mu    sync.Mutex
+		order []int
+	)
+	open := make([]func() decideFunc, contenders)
+	for ci := range open {
+		open[ci] = func() decideFunc {
+			return func(string) (bool, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(order) == 0 || order[len(order)-1] != ci {
+					order = append(order, ci)
+				}
+				return true, nil
+			}
 		}
 	}
-	if want := contenders * runSlices; turns != want {
-		t.Errorf("%d turns between contenders, want %d (%d slices each)", turns, want, runSlices)
+	ks := &keySet{all: "k", ends: []int32{1}}
+	plan := func(int, int) int64 { return runSlices } // one decision a slice
+	lat := make([][]time.Duration, contenders)
+	if _, err := measureRound(context.Background(), nil, open, func(int, int) *keySet { return ks }, 0, benchCase{g: 1}, 0, 1, plan, lat); err != nil {
+		t.Fatal(err)
+	}
+	// how often each contender ran right after each other one, within a
+	// slice or across slices
+	pairs := make(map[[2]int]int)
+	most := 0
+	for i := 1; i < len(order); i++ {
+		p := [2]int{order[i-1], order[i]}
+		pairs[p]++
+		most = max(most, pairs[p])
+	}
+	if most >= runSlices-1 { // in order of a rotation, most pairs recur in every slice
+		t.Errorf("a contender ran right after the same other one %d times in %d slices: %v", most, runSlices, order)
 	}
 }
