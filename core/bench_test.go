@@ -156,11 +156,13 @@ func BenchmarkLimiter(b *testing.B) {
 		}
 		for _, g := range st.goroutines {
 			b.Run(fmt.Sprintf("%s/store/g=%d", st.name, g), func(b *testing.B) {
-				checks := make([][1]core.Check, b.N) // one per call: the store may not keep them
-				testkit.RunConcurrent(b, g, func(i int) (bool, error) {
-					checks[i][0] = core.Check{Key: keys[i%nkeys], Limit: limit}
-					res, err := st.store.AllowAllN(context.Background(), checks[i][:], 1)
-					return err == nil && res[0].Allowed, err
+				testkit.RunConcurrentEach(b, g, func() func(int) (bool, error) {
+					var checks [1]core.Check // reused: the store may not keep it past the call
+					return func(i int) (bool, error) {
+						checks[0] = core.Check{Key: keys[i%nkeys], Limit: limit}
+						res, err := st.store.AllowAllN(context.Background(), checks[:], 1)
+						return err == nil && res[0].Allowed, err
+					}
 				})
 			})
 			b.Run(fmt.Sprintf("%s/limiter/g=%d", st.name, g), func(b *testing.B) {
@@ -173,15 +175,18 @@ func BenchmarkLimiter(b *testing.B) {
 				})
 			})
 			// as the middlewares decide: CheckInto a block of results the
-			// request owns (one per call here, made before the clock starts)
+			// request owns (each goroutine's own, reused once the decision
+			// is done with, as a request's goroutine would)
 			b.Run(fmt.Sprintf("%s/middleware-path/g=%d", st.name, g), func(b *testing.B) {
-				blocks := make([][2]core.RuleResult, b.N)
-				testkit.RunConcurrent(b, g, func(i int) (bool, error) {
-					d, err := l.CheckInto(context.Background(), reqs[i%nkeys], rules, blocks[i][:0])
-					if err == nil && (len(d.Results) != 1 || d.Degraded()) {
-						err = fmt.Errorf("fixture: %d results, degraded %v", len(d.Results), d.Degraded())
+				testkit.RunConcurrentEach(b, g, func() func(int) (bool, error) {
+					var block [2]core.RuleResult
+					return func(i int) (bool, error) {
+						d, err := l.CheckInto(context.Background(), reqs[i%nkeys], rules, block[:0])
+						if err == nil && (len(d.Results) != 1 || d.Degraded()) {
+							err = fmt.Errorf("fixture: %d results, degraded %v", len(d.Results), d.Degraded())
+						}
+						return d.Allowed, err
 					}
-					return d.Allowed, err
 				})
 			})
 		}

@@ -177,13 +177,27 @@ func BenchKeys(b testing.TB, prefix string, n int) []string {
 // errs or if not every decision was made.
 func RunConcurrent(b *testing.B, g int, decide func(i int) (allowed bool, err error)) {
 	b.Helper()
+	RunConcurrentEach(b, g, func() func(int) (bool, error) { return decide })
+}
+
+// RunConcurrentEach is RunConcurrent with a decide function of each
+// goroutine's own, from newDecide, which may keep what it reuses from call
+// to call, as a request's goroutine reuses its buffers: one per call
+// instead would be an array of b.N, which the first touch of each page
+// and every GC's scan of it would charge to the timed loop.
+func RunConcurrentEach(b *testing.B, g int, newDecide func() func(i int) (allowed bool, err error)) {
+	b.Helper()
 	b.ReportAllocs()
 	var next, done, denied atomic.Int64
 	var firstErr atomic.Pointer[error]
 	var wg sync.WaitGroup
+	decides := make([]func(int) (bool, error), g)
+	for w := range decides {
+		decides[w] = newDecide()
+	}
 	b.ResetTimer()
 	begin := time.Now()
-	for range g {
+	for _, decide := range decides {
 		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
