@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -25,10 +26,16 @@ type Store struct {
 	client redis.Scripter
 	proc   processor // client's Process method; nil if it has none
 	// limits caches, per distinct Limit, its compiled single-key script and
-	// its boxed arguments for the multi-key scripts.
-	limits  sync.Map // Limit → *limitScripts
-	nlimits atomic.Int32
-	batch   *batcher // nil under WithoutBatching or over a client without Pipeline
+	// its boxed arguments for the multi-key scripts: a map that is never
+	// changed once stored, replaced by a copy with each new limit (at most
+	// maxCompiledLimits times), so that a lookup, made on every call, is a
+	// load and a typed map read (a sync.Map of Limit keys hashed the
+	// struct through its type descriptor: 3x the time, and 4% of the
+	// store's CPU per decision at 256 goroutines). limitsMu serializes
+	// the copies.
+	limits   atomic.Pointer[map[core.Limit]*limitScripts]
+	limitsMu sync.Mutex
+	batch    *batcher // nil under WithoutBatching or over a client without Pipeline
 
 	// cluster is client when it is a *redis.ClusterClient, else nil.
 	cluster *redis.ClusterClient
@@ -407,18 +414,38 @@ func (sc *script) split(reply any, err error) (int64, string, error) {
 
 // scripts returns the cached scripts and arguments of limit.
 func (s *Store) scripts(limit core.Limit) *limitScripts {
-	if v, ok := s.limits.Load(limit); ok {
-		return v.(*limitScripts)
+	var cur map[core.Limit]*limitScripts
+	if m := s.limits.Load(); m != nil {
+		cur = *m
 	}
-	ls := &limitScripts{args: [4]any{
-		strconv.Itoa(int(limit.Algorithm)),
-		strconv.Itoa(limit.Rate),
-		strconv.FormatInt(limit.Period.Milliseconds(), 10),
-		strconv.Itoa(limit.Burst),
-	}}
-	if s.nlimits.Add(1) > maxCompiledLimits {
-		return ls // too many distinct limits: generic scripts, nothing cached
+	if ls, ok := cur[limit]; ok {
+		return ls
 	}
+	if len(cur) < maxCompiledLimits {
+		if ls := s.compile(limit); ls != nil {
+			return ls
+		}
+	}
+	// too many distinct limits: generic scripts, nothing cached
+	return &limitScripts{args: limitArgs(limit)}
+}
+
+// compile compiles limit's scripts into the cache and returns them, or
+// nil when the cache is full.
+func (s *Store) compile(limit core.Limit) *limitScripts {
+	s.limitsMu.Lock()
+	defer s.limitsMu.Unlock()
+	var cur map[core.Limit]*limitScripts
+	if m := s.limits.Load(); m != nil {
+		cur = *m
+	}
+	if ls, ok := cur[limit]; ok {
+		return ls // compiled by another caller meanwhile
+	}
+	if len(cur) >= maxCompiledLimits {
+		return nil
+	}
+	ls := &limitScripts{args: limitArgs(limit)}
 	ls.single = newScript(singleSource(limit), singleIntReply(limit))
 	if s.batch != nil {
 		if src := manySource(limit); src != "" {
@@ -426,6 +453,19 @@ func (s *Store) scripts(limit core.Limit) *limitScripts {
 			ls.single.many.manyReply = true
 		}
 	}
-	v, _ := s.limits.LoadOrStore(limit, ls)
-	return v.(*limitScripts)
+	next := make(map[core.Limit]*limitScripts, len(cur)+1)
+	maps.Copy(next, cur)
+	next[limit] = ls
+	s.limits.Store(&next)
+	return ls
+}
+
+// limitArgs returns limit's arguments for the generic scripts, boxed.
+func limitArgs(limit core.Limit) [4]any {
+	return [4]any{
+		strconv.Itoa(int(limit.Algorithm)),
+		strconv.Itoa(limit.Rate),
+		strconv.FormatInt(limit.Period.Milliseconds(), 10),
+		strconv.Itoa(limit.Burst),
+	}
 }
