@@ -157,11 +157,12 @@ func (l *Limiter) planRules(req Request, rules []Rule, plan []planned) (_ []plan
 // fails, and keeps in d.Results, and in p.rules, the rules of the groups
 // decided, in rule order. It returns the first error; an error that does
 // not wrap ErrUnavailable leaves d meaningless. d.Results takes the array
-// of results when it has room.
+// of results when it has room: settle writes each result of a group
+// decided whole, and the results of the groups left undecided are dropped,
+// so whatever the array held before is never read.
 func (l *Limiter) decideGroups(ctx context.Context, p *plan, d *Decision, results []RuleResult) error {
 	if cap(results) >= len(p.rules) {
 		d.Results = results[:len(p.rules)]
-		clear(d.Results)
 	} else {
 		d.Results = make([]RuleResult, len(p.rules))
 	}
@@ -189,6 +190,9 @@ func (l *Limiter) decideGroups(ctx context.Context, p *plan, d *Decision, result
 		}
 		p.settle(g, &c, late, d)
 		decided++
+	}
+	if decided == p.groups {
+		return err // every rule's group decided: all are kept
 	}
 	// keep the rules of the groups decided
 	kept := 0

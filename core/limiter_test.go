@@ -776,6 +776,60 @@ func TestCheckInto(t *testing.T) {
 	}
 }
 
+// TestCheckIntoReusedBuffer: a buffer full of another decision's results
+// changes nothing: CheckInto decides as Check does, rule by rule, when
+// every group is decided, when a denial leaves later groups undecided (and
+// their results out), and with a shadow rule among them.
+func TestCheckIntoReusedBuffer(t *testing.T) {
+	newStore := func() core.Store {
+		s, err := memorystore.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	fresh, reused := newLimiter(t, newStore()), newLimiter(t, newStore())
+	shadow := rule("s", core.PerMinute(1), "user:3")
+	shadow.Shadow = true
+	// three groups: a and b's identity, then the shadow rule's, then c's;
+	// b runs out after 2 calls, and its denial leaves c undecided
+	rules := []core.Rule{rule("a", core.PerMinute(10), "user:1"), rule("b", core.PerMinute(2), "user:1"),
+		shadow, rule("c", core.PerMinute(10), "user:2")}
+	ctx := requestCtx()
+	req := staticRequest{ctx}
+	stale := core.RuleResult{Rule: "stale", Shadow: true, Result: core.Result{Allowed: true, Degraded: true,
+		Remaining: 99, RetryAfter: time.Hour, ResetAfter: time.Hour, Limit: core.PerHour(7)}}
+	var buf [4]core.RuleResult
+	for call := range 4 {
+		for i := range buf {
+			buf[i] = stale
+		}
+		want, err := fresh.Check(ctx, req, rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := reused.CheckInto(ctx, req, rules, buf[:0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Allowed != want.Allowed || got.Limiting != want.Limiting || len(got.Results) != len(want.Results) {
+			t.Fatalf("call %d: allowed %v, limiting %d, %d results; want %v, %d, %d",
+				call, got.Allowed, got.Limiting, len(got.Results), want.Allowed, want.Limiting, len(want.Results))
+		}
+		for i, w := range want.Results {
+			g := got.Results[i]
+			if g.Rule != w.Rule || g.Shadow != w.Shadow || g.Allowed != w.Allowed || g.Degraded != w.Degraded ||
+				g.Remaining != w.Remaining || g.Limit != w.Limit || (g.RetryAfter > 0) != (w.RetryAfter > 0) {
+				t.Errorf("call %d, result %d: %+v, want %+v", call, i, g, w)
+			}
+		}
+		if wantN := []int{4, 4, 2, 2}[call]; len(got.Results) != wantN {
+			t.Errorf("call %d: %d results, want %d", call, len(got.Results), wantN)
+		}
+	}
+}
+
 // TestStorageKey: a Limiter's keys are prefix + rule + ":{" + identity +
 // "}", an identity that could steer the Cluster slot hashed.
 func TestStorageKey(t *testing.T) {
