@@ -61,6 +61,7 @@ type batcher struct {
 	closed   bool
 	wg       sync.WaitGroup // senders, and goroutines that took over a leader's work
 	pool     sync.Pool
+	rtt      rttGauge // the pipelines' round trips, which decide whether more may open
 }
 
 // batchCall is one script call through the batcher. The fields up to ctx
@@ -136,7 +137,7 @@ func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
 		b.recycle(c)
 		return 0, "", core.ErrClosed
 	}
-	if b.inflight < b.parallel && len(b.pending) == 0 && b.maxWait == 0 {
+	if len(b.pending) == 0 && b.maxWait == 0 && b.mayOpen() {
 		// idle: c goes out at once, in a pipeline of its own
 		b.inflight++
 		c.state = callTaken
@@ -169,7 +170,7 @@ func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
 func (b *batcher) enqueue(ctx context.Context, c *batchCall) []*batchCall {
 	c.state = callQueued
 	b.pending = append(b.pending, c)
-	if b.inflight >= b.parallel {
+	if !b.mayOpen() {
 		b.mu.Unlock()
 		return nil
 	}
@@ -220,11 +221,14 @@ func (b *batcher) send(batch []*batchCall) {
 	defer b.wg.Done()
 	var idle *time.Timer
 	for batch != nil {
+		sent := time.Now()
 		b.flush(batch)
+		rtt := time.Since(sent)
 		for _, c := range batch {
 			c.done <- struct{}{}
 		}
 		b.mu.Lock()
+		b.rtt.observe(rtt, sent)
 		batch = nil
 		if !b.closed {
 			batch = b.take()
@@ -381,13 +385,16 @@ func leaderOf(batch []*batchCall) *batchCall {
 // goroutine reads), and passes the slot on to the next batch, if calls
 // are queued, or frees it.
 func (b *batcher) lead(batch []*batchCall, self *batchCall) {
+	sent := time.Now()
 	b.flush(batch)
+	rtt := time.Since(sent)
 	for _, c := range batch {
 		if c != self {
 			c.done <- struct{}{}
 		}
 	}
 	b.mu.Lock()
+	b.rtt.observe(rtt, sent)
 	var next []*batchCall
 	if !b.closed {
 		next = b.take()

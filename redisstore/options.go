@@ -27,16 +27,22 @@ type Batching struct {
 	// most 1024.
 	MaxBatch int
 	// Parallel is the most pipelines in flight at once: 8 by default, at
-	// most 64. Calls that find every pipeline in flight wait for one to
-	// return, so across a network a low Parallel caps a moderate crowd
-	// below what unbatched calls would reach (16 callers over 250 µs each
-	// way: 0.78× the unbatched rate with 4, 0.90× with 8, 0.99× with 16),
-	// and a high one makes pipelines shorter, each costing Redis a script
-	// call (on loopback, 256 callers on one key: 5.7× the unbatched rate
-	// with 4, 5.3× with 8, 4.5× with 16; docs/benchmarks.md) and Redis
-	// more CPU per decision (64 callers on loopback: a script call per 10
-	// decisions with 4, per 6 with 8; docs/capacity.md). Where Redis's
-	// CPU is what runs out, a lower Parallel saves it.
+	// most 64. Two open whenever calls are waiting; each further one opens
+	// only while the pipelines' round trips stay within twice the shortest
+	// seen lately. More pipelines in flight hide a network's latency
+	// (across a link, round trips stay near the shortest, and all Parallel
+	// open), but once Redis or this process is saturated, round trips grow
+	// with the queue and more pipelines would only split the calls into
+	// shorter ones, each costing both sides a round trip's system calls
+	// and Redis a script call. So a low Parallel caps a moderate crowd
+	// across a network below what unbatched calls would reach (16 callers
+	// over 250 µs each way: 0.78× the unbatched rate with 4, 0.90× with 8,
+	// 0.99× with 16), while on a saturated machine the round trips keep
+	// the pipelines few whatever Parallel allows (on loopback, 256 callers
+	// on one key: 9.9× the rate of a bare script with the round trips
+	// heeded, 7.1× with all 8 opening whenever a slot was free;
+	// docs/benchmarks.md). Calls that find no pipeline they may open wait
+	// for one to return.
 	Parallel int
 	// MaxWait holds each pipeline open up to that long for more calls,
 	// trading latency for fewer round trips; 0 (the default) sends at once.

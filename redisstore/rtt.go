@@ -1,0 +1,75 @@
+package redisstore
+
+import "time"
+
+// How a batcher decides whether a call may open one more pipeline. More
+// pipelines in flight hide a link's latency: while one crosses the
+// network, Redis serves another. They hide nothing once Redis, or this
+// process, is what the calls wait for: then every further pipeline only
+// splits the calls into shorter pipelines, each costing both sides a round
+// trip's system calls and Redis a script call, so that a saturated machine
+// makes fewer decisions. A pipeline's round trip tells which: across an
+// idle link it stays near the shortest seen, whatever the latency; behind
+// a saturated server or client it grows with the queue. So up to
+// openFreely pipelines open whenever a slot is free (one in flight while
+// the next fills, and Redis never waits for the client between them), and
+// a further one opens only while the smoothed round trip is within
+// congestionFactor of the shortest seen lately, as TCP Vegas paces a
+// connection by its round trip's growth over the base one.
+const (
+	openFreely       = 2
+	congestionFactor = 2
+	// rttWindow is how long a shortest round trip counts: the gauge keeps
+	// the shortest of the current and the previous window, so that one seen
+	// under other conditions (another server after a failover, an idle
+	// moment on a path since grown longer) is forgotten within two windows.
+	rttWindow = 10 * time.Second
+)
+
+// mayOpen reports whether a call may open a further pipeline, under b.mu:
+// a slot is free, and either fewer than openFreely are in flight or the
+// round trip is not congested.
+func (b *batcher) mayOpen() bool {
+	switch {
+	case b.inflight >= b.parallel:
+		return false
+	case b.inflight < openFreely:
+		return true
+	}
+	return !b.rtt.congested()
+}
+
+// rttGauge follows the round trips of a batcher's pipelines, from the
+// moment one is sent to the moment its replies are read: their smoothed
+// value, and the shortest of the last two windows. Its methods are called
+// under the batcher's mutex.
+type rttGauge struct {
+	min   [2]time.Duration // the current window's shortest, and the previous one's (0: none)
+	since time.Time        // when the current window began
+	srtt  time.Duration    // smoothed: each round trip moves it an eighth of the way
+}
+
+// observe adds the round trip rtt of a pipeline sent at sent.
+func (g *rttGauge) observe(rtt time.Duration, sent time.Time) {
+	if g.since.IsZero() || sent.Sub(g.since) > rttWindow {
+		g.min[1], g.min[0], g.since = g.min[0], rtt, sent
+	} else if rtt < g.min[0] {
+		g.min[0] = rtt
+	}
+	if g.srtt == 0 {
+		g.srtt = rtt
+	} else {
+		g.srtt += (rtt - g.srtt) / 8
+	}
+}
+
+// congested reports whether the smoothed round trip is over
+// congestionFactor times the shortest of late: pipelines wait in a queue,
+// and one more would not be served sooner.
+func (g *rttGauge) congested() bool {
+	base := g.min[0]
+	if g.min[1] > 0 && g.min[1] < base {
+		base = g.min[1]
+	}
+	return base > 0 && g.srtt > congestionFactor*base
+}
