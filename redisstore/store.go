@@ -414,10 +414,7 @@ func (sc *script) split(reply any, err error) (int64, string, error) {
 
 // scripts returns the cached scripts and arguments of limit.
 func (s *Store) scripts(limit core.Limit) *limitScripts {
-	var cur map[core.Limit]*limitScripts
-	if m := s.limits.Load(); m != nil {
-		cur = *m
-	}
+	cur := s.compiled()
 	if ls, ok := cur[limit]; ok {
 		return ls
 	}
@@ -435,10 +432,7 @@ func (s *Store) scripts(limit core.Limit) *limitScripts {
 func (s *Store) compile(limit core.Limit) *limitScripts {
 	s.limitsMu.Lock()
 	defer s.limitsMu.Unlock()
-	var cur map[core.Limit]*limitScripts
-	if m := s.limits.Load(); m != nil {
-		cur = *m
-	}
+	cur := s.compiled()
 	if ls, ok := cur[limit]; ok {
 		return ls // compiled by another caller meanwhile
 	}
@@ -458,6 +452,15 @@ func (s *Store) compile(limit core.Limit) *limitScripts {
 	next[limit] = ls
 	s.limits.Store(&next)
 	return ls
+}
+
+// compiled returns the limits whose scripts are compiled, and them; nil
+// before the first.
+func (s *Store) compiled() map[core.Limit]*limitScripts {
+	if m := s.limits.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
 // limitArgs returns limit's arguments for the generic scripts, boxed.
