@@ -432,9 +432,10 @@ func TestRestartRedis(t *testing.T) {
 func TestDeniedKeyHammer(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rec := &recordingStore{Store: testkit.MustRedis(srv.Client(t))}
+	times := &callTimes{}
 	// deadlines are not under test: 256 busy goroutines on two cores may
 	// delay a reply past 50ms
-	l := newLimiter(t, rec, core.WithTimeout(5*time.Second))
+	l := newLimiter(t, rec, core.WithTimeout(5*time.Second), core.WithObserver(times))
 	const interval = 500 * time.Millisecond
 	r := rule("login", core.Limit{Rate: 2, Period: time.Second, Burst: 1}, "user:hammer")
 	for {
@@ -483,18 +484,49 @@ func TestDeniedKeyHammer(t *testing.T) {
 	if denied.Load() < 1000 {
 		t.Errorf("only %d denials: the key was not hammered", denied.Load())
 	}
+	took := times.durations()
+	if len(took) != len(calls) {
+		t.Fatalf("%d store calls timed by the Limiter, %d seen", len(took), len(calls))
+	}
 	for i := 1; i < len(calls); i++ {
 		prev, c := calls[i-1], calls[i]
 		if c.start.Before(prev.end) {
 			t.Fatalf("store calls %d and %d for one key overlap: the crowd was not coalesced", i-1, i)
 		}
-		// c's denial was asked after prev's answer, and is in force for its
-		// retry-after from the moment it was asked
-		if i+1 < len(calls) && !c.allowed && calls[i+1].start.Before(prev.end.Add(c.retry)) {
-			t.Errorf("store call %d came %v after call %d, whose denial was in force for %v",
-				i+1, calls[i+1].start.Sub(prev.end), i, c.retry)
+		// c's denial is remembered for its retry-after from the moment the
+		// Limiter sent c, which the wrapper sees later, after a goroutine
+		// of the call's own was scheduled: c's end less what the Limiter
+		// timed of c is no later than that moment (calls do not overlap,
+		// so the i-th timed is c), and before its retry-after has passed
+		// from then no store call may come
+		sent := c.end.Add(-took[i])
+		if i+1 < len(calls) && !c.allowed && calls[i+1].start.Before(sent.Add(c.retry)) {
+			t.Errorf("store call %d came %v after call %d was sent, whose denial was in force for %v",
+				i+1, calls[i+1].start.Sub(sent), i, c.retry)
 		}
 	}
+}
+
+// callTimes is an Observer that keeps how long each store call took, by
+// the Limiter's clock, in the order the calls returned.
+type callTimes struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (o *callTimes) Decided(context.Context, core.DecisionEvent)         {}
+func (o *callTimes) BreakerChanged(core.BreakerState, core.BreakerState) {}
+
+func (o *callTimes) StoreCalled(d time.Duration, _ error) {
+	o.mu.Lock()
+	o.d = append(o.d, d)
+	o.mu.Unlock()
+}
+
+func (o *callTimes) durations() []time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.d)
 }
 
 // recordingStore times every store call and keeps its outcome.
