@@ -19,9 +19,10 @@ type pipeliner interface {
 }
 
 // batcher coalesces concurrent script calls into pipelined round trips,
-// with no goroutine of its own: a call that finds a pipeline slot free
+// with no goroutine of its own: a call that finds a pipeline slot it may
+// open (one of two, or more while round trips show no queue: see mayOpen)
 // sends the calls queued so far (itself among them) from its own goroutine,
-// and a call that finds every slot busy queues for the next pipeline. When
+// and a call that finds none queues for the next pipeline. When
 // a pipeline returns, its leader answers the calls in it and hands the slot
 // to one of the queued calls, which leads the next pipeline with everything
 // queued by then. A lone caller thus pays no wait and no hand-off, and a
