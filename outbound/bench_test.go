@@ -14,13 +14,17 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/testkit"
 	"github.com/ratekit/ratekit/outbound"
 	"github.com/ratekit/ratekit/redisstore"
 )
 
 // BenchmarkReserve measures one turn against a real redis-server, beside a
 // plain GCRA decision of the library (core's RedisStore, one key) on the
-// same server, and reports the Redis calls each costs (INFO commandstats).
+// same server, and reports the script calls each costs and Redis's own time
+// per call (INFO commandstats).
+//
+//	go test -run '^$' -bench BenchmarkReserve -benchmem -benchtime 20000x ./outbound
 func BenchmarkReserve(b *testing.B) {
 	srv := redistest.StartServer(b)
 	rdb := srv.Client(b, func(o *redis.Options) { o.ContextTimeoutEnabled = true; o.MaxRetries = -1 })
@@ -31,7 +35,7 @@ func BenchmarkReserve(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer l.Close()
-		calls := counted(b, srv, func() {
+		counted(b, rdb, func() {
 			for i := 0; b.Loop(); i++ {
 				r, err := l.Reserve(ctx, "k")
 				if err != nil || r.Degraded() {
@@ -39,7 +43,6 @@ func BenchmarkReserve(b *testing.B) {
 				}
 			}
 		})
-		b.ReportMetric(calls, "redis-calls/op")
 	})
 	b.Run("core.GCRA", func(b *testing.B) {
 		store, err := redisstore.New(rdb, redisstore.WithoutBatching())
@@ -48,7 +51,7 @@ func BenchmarkReserve(b *testing.B) {
 		}
 		defer store.Close()
 		checks := []core.Check{{Key: "ratekit:bench:{k}", Limit: core.PerHour(1 << 30)}}
-		calls := counted(b, srv, func() {
+		counted(b, rdb, func() {
 			for b.Loop() {
 				res, err := store.AllowAllN(ctx, checks, 1)
 				if err != nil || !res[0].Allowed {
@@ -56,17 +59,22 @@ func BenchmarkReserve(b *testing.B) {
 				}
 			}
 		})
-		b.ReportMetric(calls, "redis-calls/op")
 	})
 }
 
-// counted runs f and returns the script calls Redis counted per op of b.
-func counted(b *testing.B, srv *redistest.Server, f func()) float64 {
+// counted runs f and reports the script calls Redis counted per op of b,
+// and Redis's time per script call.
+func counted(b *testing.B, rdb *redis.Client, f func()) {
 	ctx := context.Background()
-	srv.ResetStats(b, ctx)
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
 	f()
-	st := srv.CommandStats(b, ctx)
-	return float64(st["evalsha"]+st["eval"]) / float64(b.N)
+	calls, usec := testkit.EvalshaStats(b, ctx, rdb)
+	b.ReportMetric(float64(calls)/float64(b.N), "redis-calls/op")
+	if calls > 0 {
+		b.ReportMetric(usec/float64(calls), "redis-µs/call")
+	}
 }
 
 // BenchmarkArrivalGaps runs four processes at once the upstream's rate

@@ -29,18 +29,25 @@
 -- Entry scripts take their own arguments from ARGV[9] on.
 
 local R, span, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local period, inc, minr = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local hold, dec = tonumber(ARGV[7]), tonumber(ARGV[8])
+local inc = tonumber(ARGV[5])
+-- the adaptive rate's arguments are read only when adaptation is on: each
+-- conversion costs Redis about as much as a command's own work
+local period, minr, hold, dec = 0, 0, 0, 0
+if inc > 0 then
+  period, minr = tonumber(ARGV[4]), tonumber(ARGV[6])
+  hold, dec = tonumber(ARGV[7]), tonumber(ARGV[8])
+end
 local key = KEYS[1]
 
 local s = {tat = 0, last = 0, seen = 0, iv = 0, pause = 0, rate = 0, ceil = 0, tdec = 0, tstep = 0}
 local v = redis.pcall('GET', key)
 if type(v) == 'string' then
-  local f = {}
-  for x in string.gmatch(v, '%S+') do f[#f + 1] = tonumber(x) end
-  if #f == 9 and f[1] and f[2] and f[3] and f[4] and f[5] and f[6] and f[7] and f[8] and f[9] then
-    s.tat, s.last, s.seen, s.iv, s.pause = f[1], f[2], f[3], f[4], f[5]
-    s.rate, s.ceil, s.tdec, s.tstep = f[6], f[7], f[8], f[9]
+  local a, b, c, d, e, f, g, h, i = string.match(v, '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$')
+  a, b, c, d, e = tonumber(a), tonumber(b), tonumber(c), tonumber(d), tonumber(e)
+  f, g, h, i = tonumber(f), tonumber(g), tonumber(h), tonumber(i)
+  if a and b and c and d and e and f and g and h and i then
+    s.tat, s.last, s.seen, s.iv, s.pause = a, b, c, d, e
+    s.rate, s.ceil, s.tdec, s.tstep = f, g, h, i
   end
 end
 
@@ -96,7 +103,11 @@ local function save()
   if inc > 0 and (s.rate < R or s.ceil > 0) then
     keep = math.max(keep, hold, (R - s.rate) / inc * period)
   end
-  redis.call('SET', key, string.format('%d %d %d %d %d %.17g %.17g %d %d',
+  -- the rates are whole numbers but after a decrease: %.17g, which keeps a
+  -- fraction exactly, costs Redis more than the rest of the format
+  local f = '%d %d %d %d %d %d %d %d %d'
+  if s.rate % 1 ~= 0 or s.ceil % 1 ~= 0 then f = '%d %d %d %d %d %.17g %.17g %d %d' end
+  redis.call('SET', key, string.format(f,
     s.tat, s.last, s.seen, s.iv, s.pause, s.rate, s.ceil, s.tdec, s.tstep),
     'PX', math.ceil(keep / 1000) + math.ceil(span / 1000))
 end
