@@ -5,7 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -27,14 +27,84 @@ var (
 	fleetSrc string
 
 	// The entry scripts run after state.lua, in one chunk.
-	reserveScript = redis.NewScript(stateSrc + "\n" + reserveSrc)
-	cancelScript  = redis.NewScript(stateSrc + "\n" + cancelSrc)
-	pauseScript   = redis.NewScript(stateSrc + "\n" + pauseSrc)
-	fleetScript   = redis.NewScript(fleetSrc)
+	reserveScriptSrc = stateSrc + "\n" + reserveSrc
+	reserveScript    = redis.NewScript(reserveScriptSrc)
+	reserveSHA       = reserveScript.Hash()
+	cancelScript     = redis.NewScript(stateSrc + "\n" + cancelSrc)
+	pauseScript      = redis.NewScript(stateSrc + "\n" + pauseSrc)
+	fleetScript      = redis.NewScript(fleetSrc)
 )
 
 // errTimeout is the error of a Redis call that missed its deadline.
 var errTimeout = errors.New("ratekit: outbound: redis gave no answer within the deadline")
+
+// processor is the method through which the Limiter sends reservations
+// when the client has it (*redis.Client, *redis.ClusterClient and
+// *redis.Ring do): it runs the client's hooks like any command, and reads
+// the reply's integers as they are, without Script.Run's copies of the
+// arguments and boxing of each integer.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// reserve runs reserve.lua on key for n units (see the script for the
+// arguments), within the Limiter's deadline, and returns its reply.
+func (l *Limiter) reserve(ctx context.Context, key string, n int, maxWait time.Duration, share int, floor time.Duration) (reply, error) {
+	mw := int64(-1)
+	if maxWait >= 0 {
+		mw = maxWait.Microseconds()
+	}
+	floorUS := max(floor.Microseconds(), 0)
+	proc, ok := l.client.(processor)
+	if !ok {
+		v, err := l.run(ctx, reserveScript, key, n, mw, share, floorUS)
+		if err != nil {
+			return reply{}, err
+		}
+		f, err := parseInts("reserve", v, 6)
+		if err != nil {
+			return reply{}, err
+		}
+		return parseReserve(f)
+	}
+	// "evalsha", sha, 1, key, the config arguments, then reserve's own
+	args := make([]any, 4, 4+len(l.argv)+4)
+	args[0], args[1], args[2], args[3] = "evalsha", reserveSHA, 1, key
+	args = append(append(args, l.argv...), n, mw, share, floorUS)
+	var f []int64
+	_, err := l.call(ctx, func(ctx context.Context) (any, error) {
+		var err error
+		f, err = runInts(ctx, proc, args)
+		return nil, err
+	})
+	if err != nil {
+		return reply{}, err
+	}
+	if err := checkInts("reserve", f, 6); err != nil {
+		return reply{}, err
+	}
+	return parseReserve(f)
+}
+
+// runInts sends args, an EVALSHA of one key, and reads its reply, an array
+// of integers; when Redis does not know the script, it sends it again by
+// EVAL, which loads it. args is not used again once runInts returns.
+func runInts(ctx context.Context, proc processor, args []any) ([]int64, error) {
+	cmd := redis.NewIntSliceCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	err := proc.Process(ctx, cmd)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		ev := slices.Clone(args)
+		ev[0], ev[1] = "eval", reserveScriptSrc
+		cmd = redis.NewIntSliceCmd(ctx, ev...)
+		cmd.SetFirstKeyPos(3)
+		err = proc.Process(ctx, cmd)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cmd.Val(), nil
+}
 
 // run runs script on key with the config arguments and extra, within the
 // Limiter's deadline, and tells the observers.
@@ -129,33 +199,28 @@ func parseInts(script string, v any, want int) ([]int64, error) {
 	out := make([]int64, want)
 	for i, x := range a {
 		n, ok := x.(int64)
-		if !ok || n < 0 {
+		if !ok {
 			return nil, fmt.Errorf("%w: %s replied %v", core.ErrMalformedReply, script, a)
 		}
 		out[i] = n
 	}
-	return out, nil
+	return out, checkInts(script, out, want)
 }
 
-// parseReserve reads reserve.lua's reply.
-func parseReserve(v any) (reply, error) {
-	f, err := parseInts("reserve", v, 6)
-	if err != nil {
-		return reply{}, err
+// checkInts returns an error unless f, a script's reply, holds want
+// integers, none of them negative.
+func checkInts(script string, f []int64, want int) error {
+	if len(f) != want || slices.ContainsFunc(f, func(n int64) bool { return n < 0 }) {
+		return fmt.Errorf("%w: %s replied %v", core.ErrMalformedReply, script, f)
 	}
+	return nil
+}
+
+// parseReserve reads reserve.lua's reply, six integers checkInts passed.
+func parseReserve(f []int64) (reply, error) {
 	if f[0] > 1 || f[3] == 0 {
 		return reply{}, fmt.Errorf("%w: reserve replied %v", core.ErrMalformedReply, f)
 	}
 	us := func(x int64) time.Duration { return time.Duration(x) * time.Microsecond }
 	return reply{granted: f[0] == 1, wait: us(f[1]), act: f[2], iv: f[3], ahead: us(f[4]), pause: us(f[5])}, nil
-}
-
-// reserveArgs returns the arguments of reserve.lua past the config's.
-func reserveArgs(n int, maxWait time.Duration, share int, floor time.Duration) []any {
-	mw := int64(-1)
-	if maxWait >= 0 {
-		mw = maxWait.Microseconds()
-	}
-	return []any{strconv.Itoa(n), strconv.FormatInt(mw, 10), strconv.Itoa(share),
-		strconv.FormatInt(max(floor.Microseconds(), 0), 10)}
 }

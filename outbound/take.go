@@ -20,12 +20,8 @@ func (l *Limiter) take(ctx context.Context, ks *keyState, n int, actBy time.Time
 		return l.takeLocal(ks, n, l.maxWait(actBy))
 	}
 	share, floor := l.recovering(ks)
-	v, err := l.run(ctx, reserveScript, ks.key, reserveArgs(n, l.maxWait(actBy), share, floor)...)
+	r, err := l.reserve(ctx, ks.key, n, l.maxWait(actBy), share, floor)
 	recv := l.now()
-	var r reply
-	if err == nil {
-		r, err = parseReserve(v)
-	}
 	switch {
 	case err == nil:
 		done(nil)
