@@ -97,13 +97,38 @@ type statedStore struct {
 
 func (s statedStore) Traits() core.Traits { return s.traits }
 
+// instantStore allows every check at once and keeps nothing, and states
+// that it keeps deadlines: it stands for a remote store whose answer costs
+// nothing, so that over it BenchmarkLimiter's limiter and middleware-path
+// rows are the Limiter's own cost per decision on the path every remote
+// store takes (deadline, breaker, denied-key cache, storage key, results).
+type instantStore struct{}
+
+func (instantStore) AllowAllN(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
+	res := make([]core.Result, len(checks))
+	return res, instantStore{}.AllowInto(ctx, checks, n, res)
+}
+
+// AllowInto decides into results, as redisstore.Store does, so that the
+// Limiter allocates no results for it.
+func (instantStore) AllowInto(_ context.Context, checks []core.Check, _ int, results []core.Result) error {
+	for i := range checks {
+		results[i] = core.Result{Allowed: true, Limit: checks[i].Limit, Remaining: checks[i].Limit.Capacity() - 1, ResetAfter: time.Millisecond}
+	}
+	return nil
+}
+
+func (instantStore) Close() error        { return nil }
+func (instantStore) Traits() core.Traits { return core.Traits{KeepsDeadlines: true} }
+
 // BenchmarkLimiter measures Limiter.Check with one rule beside the bare
 // store call it makes (store/…, over the same store and keys), so that the
 // difference in allocs/op and B/op is the Limiter's own, and CheckInto as
 // the middlewares call it (middleware-path/…, into a block of results the
 // request owns, which spares Check's one allocation): over a memorystore.Store
 // (in process), over a memorystore.Store stating itself remote (with and without
-// KeepsDeadlines), and over a real redis-server through a client of
+// KeepsDeadlines), over a store that answers at once (instantStore: the
+// Limiter's own cost), and over a real redis-server through a client of
 // go-redis's default options and through one with ContextTimeoutEnabled
 // and MaxRetries -1, as the README's quick start builds it (both batching,
 // so both called on the request's goroutine); at 1 and 16 goroutines, and
@@ -127,6 +152,7 @@ func BenchmarkLimiter(b *testing.B) {
 		{"memory", mem, inProcess},
 		{"memory-remote", statedStore{Store: mem}, inProcess},
 		{"memory-keeps", statedStore{Store: mem, traits: core.Traits{KeepsDeadlines: true}}, inProcess},
+		{"instant", instantStore{}, inProcess},
 		{"redis", testkit.MustRedis(plain), overRedis},
 		{"redis-keeps", testkit.MustRedis(keeps), overRedis},
 	}
