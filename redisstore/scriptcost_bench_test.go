@@ -17,10 +17,11 @@ import (
 // INFO commandstats of a private redis-server: redis-µs/call is the
 // server's time per EVALSHA, and redis-µs/decision that time divided by
 // the decisions made. "single" makes one-key calls in turn (gcra_single.lua),
-// "many" lets 64 goroutines share a batching store (gcra_many.lua),
-// "fresh" spends keys never seen and "spent" keys already holding state.
+// "many" lets 64 goroutines share a batching store (gcra_many.lua), and
+// "slidingcounter-single" makes one-key calls of the sliding window counter
+// in turn (slidingcounter_single.lua).
 //
-//	go test -run '^$' -bench BenchmarkRedisTime -benchtime 20000x ./core
+//	go test -run '^$' -bench BenchmarkRedisTime -benchtime 20000x ./redisstore
 func BenchmarkRedisTime(b *testing.B) {
 	srv := redistest.StartServer(b)
 	client := srv.Client(b, func(o *redis.Options) { o.PoolSize = 128 })
@@ -34,7 +35,12 @@ func BenchmarkRedisTime(b *testing.B) {
 		name  string
 		store core.Store
 		g     int
-	}{{"single", plain, 1}, {"many", batched, 64}} {
+		limit core.Limit
+	}{
+		{"single", plain, 1, limit},
+		{"many", batched, 64, limit},
+		{"slidingcounter-single", plain, 1, limit.WithAlgorithm(core.SlidingWindowCounter)},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			if err := client.FlushAll(ctx).Err(); err != nil {
 				b.Fatal(err)
@@ -43,7 +49,7 @@ func BenchmarkRedisTime(b *testing.B) {
 				b.Fatal(err)
 			}
 			testkit.RunConcurrent(b, c.g, func(i int) (bool, error) {
-				r, err := testkit.AllowOne(c.store, ctx, keys[i%len(keys)], limit, 1)
+				r, err := testkit.AllowOne(c.store, ctx, keys[i%len(keys)], c.limit, 1)
 				return r.Allowed, err
 			})
 			calls, usec := testkit.EvalshaStats(b, ctx, client)

@@ -64,15 +64,19 @@ func quotaSource(refund bool, algs ...core.Algorithm) string {
 // the limit's parameters compiled in as constants. GCRA and the fixed window
 // have one-key scripts of their own, written out in full, that answer one
 // integer (see [singleIntReply]): gcra_single.lua and fixed_single.lua. The
+// sliding window counter has one written out in full too,
+// slidingcounter_single.lua, which answers the string parseReply reads. The
 // others, and fixed windows whose replies would not fit one integer, are
-// their algorithm file and single.lua, which answer the string parseReply
-// reads.
+// their algorithm file and single.lua, which answer that string too.
 func singleSource(limit core.Limit) string {
 	switch {
 	case limit.Algorithm == core.GCRA:
 		return gcraConstants(limit) + readScript("gcra_single.lua")
 	case singleIntReply(limit):
 		return fixedConstants(limit) + readScript("fixed_single.lua")
+	case limit.Algorithm == core.SlidingWindowCounter:
+		return fmt.Sprintf("local rate, period, burst = %d, %d, %d\n",
+			limit.Rate, limit.Period.Microseconds(), limit.Burst) + readScript("slidingcounter_single.lua")
 	}
 	name := algorithmFiles[limit.Algorithm]
 	return readScript(name+".lua") + "\n" +
