@@ -406,6 +406,9 @@ func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, lead
 	t0 := c.sent
 	late, err := l.call(cctx, c.checks, c.n, c.results, t0)
 	c.decided = l.mono()
+	// whether the call may have spent is read before a timeout's error
+	// takes the place of the store's, which may tell it was never sent
+	spent := err != nil && late == nil && mayHaveSpent(err)
 	if err != nil && ctx.Err() == nil && cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
 		err = l.timeoutErr
 	}
@@ -426,7 +429,7 @@ func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, lead
 		l.failed(err, c.checks[0].Key)
 		// a call abandoned at its deadline tells whether it spent once it
 		// returns; one cut there may have spent
-		if late == nil && mayHaveSpent(err) {
+		if spent {
 			late = unknownCall(c.checks, c.n, t0, err)
 		}
 		return late, l.fallback(ctx, c, err)

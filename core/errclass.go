@@ -40,9 +40,10 @@ const oomHint = "Redis is out of memory (maxmemory reached with the noeviction p
 // answer lost or late (a timeout, a connection cut, a reply that could not
 // be read). A call that Redis refused with an error reply (the script does
 // not run: NOSCRIPT, BUSY, OOM, LOADING, ...), that found the server
-// refusing connections, or whose client or store was closed, spent nothing.
+// refusing connections, whose client or store was closed, or that the
+// store never sent ([ErrNotSent]), spent nothing.
 func mayHaveSpent(err error) bool {
 	var reply redis.Error
 	return !errors.As(err, &reply) && !errors.Is(err, syscall.ECONNREFUSED) &&
-		!errors.Is(err, redis.ErrClosed) && !errors.Is(err, ErrClosed)
+		!errors.Is(err, redis.ErrClosed) && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNotSent)
 }

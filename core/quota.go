@@ -108,7 +108,9 @@ func (l *Limiter) Peek(ctx context.Context, rule Rule, identity string) (Result,
 // (ContextTimeoutEnabled), a call cut at its deadline never tells: its
 // units go back to the store as if it had spent them in the window current
 // when it was sent, unless it failed in a way that spends nothing (an
-// error reply of Redis, a refused connection, a closed client). That
+// error reply of Redis, a refused connection, a closed client, a call the
+// store never sent: [ErrNotSent], as of a batching redisstore.Store's
+// call still queued for a pipeline at its deadline). That
 // gives back up to the result's cost too many when the call never ran (a
 // command lost on its way), never past the key's capacity. These refunds
 // in the store run in the background with ten times the Limiter's

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,13 +18,16 @@ import (
 // does; on the direct path (keeps), a call decides and then waits for its
 // context to end, so the caller never learns that it spent, as go-redis
 // with ContextTimeoutEnabled cuts a call whose reply comes late. A lost
-// call decides nothing (the command never reached Redis); a loading store
-// answers at once with an error reply of Redis's.
+// call decides nothing (the command never reached Redis); an unsent call
+// decides nothing either, and says so at its deadline with
+// [core.ErrNotSent], as a batching redisstore.Store says of a call still
+// queued; a loading store answers at once with an error reply of Redis's.
 type lateStore struct {
 	*memorystore.Store
 	keeps   bool
 	late    time.Duration // how late a goroutine-path call answers
 	lost    atomic.Bool
+	unsent  atomic.Bool
 	loading atomic.Bool
 }
 
@@ -38,6 +42,10 @@ func (s *lateStore) AllowInto(ctx context.Context, checks []core.Check, n int, r
 func (s *lateStore) AllowAllN(ctx context.Context, checks []core.Check, n int) ([]core.Result, error) {
 	if s.loading.Load() {
 		return nil, loadingError{}
+	}
+	if s.unsent.Load() {
+		<-ctx.Done()
+		return nil, fmt.Errorf("%w: %w", core.ErrNotSent, ctx.Err())
 	}
 	var (
 		res []core.Result
@@ -68,19 +76,10 @@ func (loadingError) RedisError()   {}
 // deadline (20 ms) were decided by the fallback; Refund gives back to the
 // store too, what the late call spent (the goroutine path tells) or may
 // have spent (the direct path cannot tell), and nothing when the store
-// said it spent nothing. Close waits for those refunds, which run in the
-// background.
+// said it spent nothing (an error reply, or a call it never sent). Close
+// waits for those refunds, which run in the background.
 func TestRefundOfLateDecisions(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		keeps     bool
-		policy    core.FailurePolicy
-		before    int  // units the key spent in the store before
-		lost      bool // the call never reaches the store
-		loading   bool // the store answers an error reply at once
-		waitLate  bool // Refund only once the late call has returned
-		remaining int  // what the store holds once the Limiter is closed
-	}{
+	for _, c := range []lateCase{
 		{name: "goroutine path, refunded before the late reply", remaining: 3},
 		{name: "goroutine path, refunded after the late reply", waitLate: true, remaining: 3},
 		{name: "goroutine path, the late reply a denial", before: 3, remaining: 0},
@@ -91,13 +90,16 @@ func TestRefundOfLateDecisions(t *testing.T) {
 		{name: "direct path, the command lost, nothing spent before", keeps: true, lost: true, remaining: 3}, // never past capacity
 		{name: "goroutine path, the late call failing", before: 2, lost: true, remaining: 2},
 		{name: "an error reply", loading: true, before: 2, remaining: 1},
+		{name: "direct path, the call never sent", keeps: true, before: 2, unsent: true, remaining: 1},
+		{name: "goroutine path, the call never sent", before: 2, unsent: true, remaining: 1},
+		{name: "direct path, the call never sent, under FailOpen", keeps: true, policy: core.FailOpen, before: 2, unsent: true, remaining: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for attempt := 0; ; attempt++ {
 				if attempt == 5 {
 					t.Fatal("five late calls answered within the deadline: the machine is too slow to tell")
 				}
-				if refundLate(t, c.keeps, c.policy, c.before, c.lost, c.loading, c.waitLate, c.remaining) {
+				if refundLate(t, c) {
 					return
 				}
 			}
@@ -105,18 +107,32 @@ func TestRefundOfLateDecisions(t *testing.T) {
 	}
 }
 
+// lateCase is one case of TestRefundOfLateDecisions.
+type lateCase struct {
+	name      string
+	keeps     bool
+	policy    core.FailurePolicy
+	before    int  // units the key spent in the store before
+	lost      bool // the call never reaches the store
+	unsent    bool // the store never sends the call, and says so
+	loading   bool // the store answers an error reply at once
+	waitLate  bool // Refund only once the late call has returned
+	remaining int  // what the store holds once the Limiter is closed
+}
+
 // refundLate runs one case of TestRefundOfLateDecisions, and reports
 // whether the call was late: a caller that wakes past the late answer
 // takes it as in time.
-func refundLate(t *testing.T, keeps bool, policy core.FailurePolicy, before int, lost, loading, waitLate bool, remaining int) bool {
+func refundLate(t *testing.T, c lateCase) bool {
 	t.Helper()
 	limit := core.PerMinute(3)
 	mem := testkit.MustMemory()
 	defer mem.Close()
-	store := &lateStore{Store: mem, keeps: keeps, late: 200 * time.Millisecond}
-	store.lost.Store(lost)
-	store.loading.Store(loading)
-	l, err := core.NewLimiter(store, core.WithTimeout(20*time.Millisecond), core.WithFailurePolicy(policy))
+	store := &lateStore{Store: mem, keeps: c.keeps, late: 200 * time.Millisecond}
+	store.lost.Store(c.lost)
+	store.unsent.Store(c.unsent)
+	store.loading.Store(c.loading)
+	l, err := core.NewLimiter(store, core.WithTimeout(20*time.Millisecond), core.WithFailurePolicy(c.policy))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +142,8 @@ func refundLate(t *testing.T, keeps bool, policy core.FailurePolicy, before int,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before > 0 {
-		if res, err := mem.AllowAllN(context.Background(), []core.Check{{Key: key, Limit: limit}}, before); err != nil || !res[0].Allowed {
+	if c.before > 0 {
+		if res, err := mem.AllowAllN(context.Background(), []core.Check{{Key: key, Limit: limit}}, c.before); err != nil || !res[0].Allowed {
 			t.Fatalf("fixture: %+v %v", res, err)
 		}
 	}
@@ -138,7 +154,7 @@ func refundLate(t *testing.T, keeps bool, policy core.FailurePolicy, before int,
 	if !d.Degraded() {
 		return false
 	}
-	if waitLate {
+	if c.waitLate {
 		time.Sleep(2 * store.late)
 	}
 	if err := l.Refund(context.Background(), d); err != nil {
@@ -149,8 +165,8 @@ func refundLate(t *testing.T, keeps bool, policy core.FailurePolicy, before int,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[0].Remaining != remaining {
-		t.Errorf("the store holds %d of 3 once the refund is done, want %d", res[0].Remaining, remaining)
+	if res[0].Remaining != c.remaining {
+		t.Errorf("the store holds %d of 3 once the refund is done, want %d", res[0].Remaining, c.remaining)
 	}
 	return true
 }

@@ -171,6 +171,14 @@ type QuotaStore interface {
 // ErrClosed is returned, wrapped, by a store that has been closed.
 var ErrClosed = errors.New("ratekit: store closed")
 
+// ErrNotSent is wrapped, with the context's error, by a store that gave up
+// on a call before any of it went out, such as one still queued for a
+// pipeline when its context ended: the call spent nothing. A [Limiter]
+// then gives nothing back to the store when the decision is refunded,
+// where a call cut at its deadline after it was sent may have spent, and
+// gets its units back as if it had (see [Limiter.Refund]).
+var ErrNotSent = errors.New("ratekit: store call not sent")
+
 // ErrMalformedReply is returned, wrapped, when a store answers with
 // something other than what it documents: a script reply that cannot be
 // read, or the wrong number of results.

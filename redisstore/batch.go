@@ -275,7 +275,10 @@ func (b *batcher) await(ctx context.Context, c *batchCall) (int64, string, error
 	select {
 	case <-c.done:
 	case <-ctx.Done():
-		b.abandon(c)
+		if !b.abandon(c) {
+			// it spent nothing, which the Limiter's refunds must know
+			return 0, "", fmt.Errorf("%w: %w", core.ErrNotSent, ctx.Err())
+		}
 		return 0, "", ctx.Err()
 	}
 	if c.lead != nil {
@@ -284,27 +287,27 @@ func (b *batcher) await(ctx context.Context, c *batchCall) (int64, string, error
 	return b.reply(c)
 }
 
-// abandon gives up on c for a caller whose context ended: a queued call
-// leaves the queue; a call in a pipeline gets a goroutine of its own that
-// waits for its answer, or for the batch it is to lead, and c is not
-// reused.
-func (b *batcher) abandon(c *batchCall) {
+// abandon gives up on c for a caller whose context ended, and reports
+// whether c was sent: a queued call leaves the queue, unsent; a call in a
+// pipeline gets a goroutine of its own that waits for its answer, or for
+// the batch it is to lead, and c is not reused.
+func (b *batcher) abandon(c *batchCall) (sent bool) {
 	b.mu.Lock()
 	if c.state == callQueued {
 		b.remove(c)
 		b.mu.Unlock()
 		b.recycle(c)
-		return
+		return false
 	}
 	if b.senders {
 		// a sender answers c, which leads nothing, and nobody reads it
 		b.mu.Unlock()
-		return
+		return true
 	}
 	if b.inflight == 0 {
 		// every pipeline is answered: so is c, and it leads none
 		b.mu.Unlock()
-		return
+		return true
 	}
 	// Added under b.mu while a slot is taken, so before close waits.
 	b.wg.Add(1)
@@ -316,6 +319,7 @@ func (b *batcher) abandon(c *batchCall) {
 			b.lead(c.lead, c)
 		}
 	}()
+	return true
 }
 
 // reply returns c's answer and recycles c.
