@@ -158,8 +158,14 @@ func TestFleetClientKilled(t *testing.T) {
 	if after.util < 0.95 {
 		t.Errorf("utilization %.1f%% after the dead process's turns, want at least 95%%", 100*after.util)
 	}
-	if after.jain < 0.95 {
-		t.Errorf("Jain's fairness of the survivors %.3f, want at least 0.95", after.jain)
+	// At three times the rate, a turn freed goes to the first request to
+	// reach Redis with its budget still covering the wait, so a process
+	// whose requests reach it a little later, one the machine schedules
+	// less, loses most contested turns: 0.971 to 0.994 in 6 runs on a
+	// quiet two-core machine, 0.939 once under CI's load ([55 59 31]).
+	// Starving a survivor ([55 59 20]) gives 0.87.
+	if after.jain < 0.9 {
+		t.Errorf("Jain's fairness of the survivors %.3f, want at least 0.9", after.jain)
 	}
 	for _, a := range log {
 		if a.client == 0 && a.at.Sub(f.start) > 2*time.Second+100*time.Millisecond && a.status == http.StatusOK {
