@@ -406,10 +406,11 @@ func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, lead
 	t0 := c.sent
 	late, err := l.call(cctx, c.checks, c.n, c.results, t0)
 	c.decided = l.mono()
-	// whether the call may have spent is read before a timeout's error
-	// takes the place of the store's, which may tell it was never sent
+	// a call the store never sent keeps the store's error, which says so
+	// (ErrNotSent) to the refunds and to OnError; any other that missed
+	// the deadline reports the Limiter's timeout
 	spent := err != nil && late == nil && mayHaveSpent(err)
-	if err != nil && ctx.Err() == nil && cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrNotSent) {
 		err = l.timeoutErr
 	}
 	if l.observer != nil {

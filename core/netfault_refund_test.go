@@ -2,7 +2,9 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,17 +77,27 @@ func (r *spikeRun) shutdown() {
 
 // login decides one login attempt under rule, and refunds it when the
 // password was right, as a count-only rule of failures does; it returns
-// the decision and the refund's error.
-func (r *spikeRun) login(t *testing.T, rule core.Rule, right bool) (core.Decision, error) {
+// the decision, whether the store said it never sent the decision's call
+// (an error wrapping core.ErrNotSent reported during the check, other than
+// a background refund's), and the refund's error.
+func (r *spikeRun) login(t *testing.T, rule core.Rule, right bool) (_ core.Decision, unsent bool, _ error) {
 	t.Helper()
+	r.mu.Lock()
+	before := len(r.errs)
+	r.mu.Unlock()
 	d, err := check(t, r.l, rule)
 	if err != nil {
 		t.Fatalf("check: %v", err)
 	}
-	if !d.Allowed || !right {
-		return d, nil
+	r.mu.Lock()
+	for _, e := range r.errs[before:] {
+		unsent = unsent || errors.Is(e, core.ErrNotSent) && !strings.Contains(e.Error(), "refund")
 	}
-	return d, r.l.Refund(context.Background(), d)
+	r.mu.Unlock()
+	if !d.Allowed || !right {
+		return d, unsent, nil
+	}
+	return d, unsent, r.l.Refund(context.Background(), d)
 }
 
 // waitRemaining waits up to 5 s for the key of rule to hold want units by
@@ -109,9 +121,12 @@ func (r *spikeRun) waitRemaining(t *testing.T, rule core.Rule, id string, want i
 // minute, count-only: a right password's unit is refunded) through 70 ms
 // late replies, at the 50 ms deadline, with each kind of client: four
 // right passwords and a wrong one during the spike are each decided by the
-// fallback, while Redis runs every decision too. Once the spike is over,
-// Redis holds the wrong password's unit and nothing of the right ones,
-// and right passwords pass.
+// fallback, while Redis runs every decision sent to it too. Once the spike
+// is over, Redis holds the wrong password's unit and nothing of the right
+// ones, and right passwords pass. A call that waited in the store's queue
+// for a pipeline past its deadline (both slots held by the late refunds)
+// was never sent: Redis spent nothing of it, and holds nothing of the wrong
+// password if its call was that one.
 func TestCountOnlyAfterLatencySpike(t *testing.T) {
 	srv := redistest.StartServer(t)
 	for _, kind := range clientKinds {
@@ -125,9 +140,14 @@ func TestCountOnlyAfterLatencySpike(t *testing.T) {
 			warmUp(t, r.l, 1, func(int) []core.Rule { return []core.Rule{rule("login", core.PerMinute(3), id+"-warm")} })
 
 			r.proxy.Inject(t, late70)
-			degraded, refundErrs := 0, 0
+			degraded, refundErrs, unsent := 0, 0, 0
+			wrongSent := true
 			for _, right := range []bool{true, true, false, true, true} {
-				d, err := r.login(t, login, right)
+				d, notSent, err := r.login(t, login, right)
+				if notSent {
+					unsent++
+					wrongSent = wrongSent && right
+				}
 				if !d.Allowed {
 					t.Fatalf("an attempt during the spike denied: %+v", d)
 				}
@@ -139,18 +159,22 @@ func TestCountOnlyAfterLatencySpike(t *testing.T) {
 				}
 			}
 			r.proxy.Lift(t, late70)
-			t.Logf("during the spike: 5 attempts, %d decided by the fallback, %d refunds that missed the deadline", degraded, refundErrs)
+			t.Logf("during the spike: 5 attempts, %d decided by the fallback, %d never sent, %d refunds that missed the deadline", degraded, unsent, refundErrs)
 			if degraded == 0 {
 				t.Fatal("fixture: no attempt missed the deadline")
 			}
 
-			if got := r.waitRemaining(t, login, id, 2); got != 2 {
-				t.Errorf("after the spike Redis holds %d of 3 units left, want 2: the wrong password's unit spent, the right ones' given back", got)
+			want := 2 // the wrong password's unit spent, the right ones' given back
+			if !wrongSent {
+				want = 3 // the wrong password's call never went out
+			}
+			if got := r.waitRemaining(t, login, id, want); got != want {
+				t.Errorf("after the spike Redis holds %d of 3 units left, want %d: the wrong password's unit spent if its call went out (%v), the right ones' given back", got, want, wrongSent)
 			}
 			waitFor(t, 2*netFaultBack, func() bool { return r.l.BreakerState() == core.BreakerClosed })
 			denied := 0
 			for range 3 {
-				if d, _ := r.login(t, login, true); !d.Allowed {
+				if d, _, _ := r.login(t, login, true); !d.Allowed {
 					denied++
 				}
 			}

@@ -2,7 +2,9 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,7 +134,12 @@ func refundLate(t *testing.T, c lateCase) bool {
 	store.lost.Store(c.lost)
 	store.unsent.Store(c.unsent)
 	store.loading.Store(c.loading)
-	l, err := core.NewLimiter(store, core.WithTimeout(20*time.Millisecond), core.WithFailurePolicy(c.policy))
+	var (
+		mu       sync.Mutex
+		reported []error
+	)
+	l, err := core.NewLimiter(store, core.WithTimeout(20*time.Millisecond), core.WithFailurePolicy(c.policy),
+		core.OnError(func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +160,17 @@ func refundLate(t *testing.T, c lateCase) bool {
 	}
 	if !d.Degraded() {
 		return false
+	}
+	if c.unsent && c.keeps {
+		// the decision's error, as OnError and the logger see it, says
+		// that the call never went out (on the goroutine path the Limiter
+		// stops waiting at the deadline, and learns it only once the call
+		// returns, which its refund reads)
+		mu.Lock()
+		if len(reported) == 0 || !errors.Is(reported[0], core.ErrNotSent) || !errors.Is(reported[0], context.DeadlineExceeded) {
+			t.Errorf("reported %v; want an error wrapping core.ErrNotSent and context.DeadlineExceeded", reported)
+		}
+		mu.Unlock()
 	}
 	if c.waitLate {
 		time.Sleep(2 * store.late)

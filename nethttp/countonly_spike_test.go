@@ -2,9 +2,11 @@ package nethttp_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,9 +26,10 @@ import (
 // come 70 ms late for a while (the deadline is 50 ms): two right
 // passwords, a wrong one and two right ones more are each answered by the
 // handler, the fallback deciding. Once the spike is over, Redis holds the
-// wrong password's unit only, with either kind of client: two more wrong
-// passwords get 401 and the next 429, and right passwords get 204 in
-// between.
+// wrong password's unit only (none when its call never went out, having
+// waited in the store's queue past its deadline), with either kind of
+// client: wrong passwords get 401 up to the limit and the next 429, and
+// right passwords get 204 in between.
 func TestCountOnlyThroughLatencySpike(t *testing.T) {
 	srv := redistest.StartServer(t)
 	for _, kind := range []struct {
@@ -50,7 +53,13 @@ func TestCountOnlyThroughLatencySpike(t *testing.T) {
 			}
 			defer store.Close()
 			var breaker atomic.Int32 // the Limiter's breaker state
-			limiter, err := core.NewLimiter(store, core.OnBreakerChange(func(_, to core.BreakerState) { breaker.Store(int32(to)) }))
+			var unsent atomic.Int32  // decisions whose store call was never sent
+			limiter, err := core.NewLimiter(store, core.OnBreakerChange(func(_, to core.BreakerState) { breaker.Store(int32(to)) }),
+				core.OnError(func(err error) {
+					if errors.Is(err, core.ErrNotSent) && !strings.Contains(err.Error(), "refund") {
+						unsent.Add(1)
+					}
+				}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,14 +112,25 @@ func TestCountOnlyThroughLatencySpike(t *testing.T) {
 
 			late := netfault.Latency(70*time.Millisecond, 0)
 			proxy.Inject(t, late)
+			wrongSent := true
 			for _, right := range []bool{true, true, false, true, true} {
 				if right {
 					want("during the spike", true, http.StatusNoContent)
-				} else {
-					want("during the spike", false, http.StatusUnauthorized)
+					continue
 				}
+				before := unsent.Load()
+				want("during the spike", false, http.StatusUnauthorized)
+				wrongSent = unsent.Load() == before
 			}
 			proxy.Lift(t, late)
+			// a call that waited in the store's queue for a pipeline past its
+			// deadline (both slots held by the late refunds) never went out:
+			// Redis holds nothing of the wrong password if its call was that one
+			wantLeft := 2
+			if !wrongSent {
+				wantLeft = 3
+			}
+			t.Logf("during the spike, %d calls never sent, the wrong password's among them: %v", unsent.Load(), !wrongSent)
 
 			left := -1
 			for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
@@ -118,12 +138,12 @@ func TestCountOnlyThroughLatencySpike(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if left = res.Remaining; left == 2 {
+				if left = res.Remaining; left == wantLeft {
 					break
 				}
 			}
-			if left != 2 {
-				t.Errorf("after the spike Redis holds %d of 3 units left, want 2: the wrong password's unit, none of the right ones'", left)
+			if left != wantLeft {
+				t.Errorf("after the spike Redis holds %d of 3 units left, want %d: the wrong password's unit if its call went out, none of the right ones'", left, wantLeft)
 			}
 			for end := time.Now().Add(10 * time.Second); core.BreakerState(breaker.Load()) != core.BreakerClosed; time.Sleep(time.Millisecond) {
 				if time.Now().After(end) {
@@ -134,7 +154,10 @@ func TestCountOnlyThroughLatencySpike(t *testing.T) {
 			want("after the spike", false, http.StatusUnauthorized)
 			want("after the spike", true, http.StatusNoContent)
 			want("after the spike", false, http.StatusUnauthorized)
-			want("after the spike, the 4th failure", false, http.StatusTooManyRequests)
+			if !wrongSent {
+				want("after the spike, the 3rd failure Redis counts", false, http.StatusUnauthorized)
+			}
+			want("after the spike, one failure past the limit", false, http.StatusTooManyRequests)
 		})
 	}
 }
