@@ -409,7 +409,6 @@ func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, lead
 	// a call the store never sent keeps the store's error, which says so
 	// (ErrNotSent) to the refunds and to OnError; any other that missed
 	// the deadline reports the Limiter's timeout
-	spent := err != nil && late == nil && mayHaveSpent(err)
 	if err != nil && ctx.Err() == nil && cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrNotSent) {
 		err = l.timeoutErr
 	}
@@ -430,7 +429,7 @@ func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, lead
 		l.failed(err, c.checks[0].Key)
 		// a call abandoned at its deadline tells whether it spent once it
 		// returns; one cut there may have spent
-		if spent {
+		if late == nil && mayHaveSpent(err) {
 			late = unknownCall(c.checks, c.n, t0, err)
 		}
 		return late, l.fallback(ctx, c, err)
