@@ -76,7 +76,7 @@ func main() {
 	flag.StringVar(&o.note, "note", "", "a note on the machine, printed in the report")
 	flag.StringVar(&o.cmdline, "cmdline", "", "command line to print in the report (default: this one)")
 	flag.DurationVar(&o.timeout, "timeout", 0, "give up after this long (default: what the runs need, plus 5 minutes)")
-	flag.Float64Var(&o.minRatio, "min-ratio", 1.0, "the ratio each example app as it ships should reach, with a p99 no worse than its baseline's; the report says which do")
+	flag.Float64Var(&o.minRatio, "min-ratio", 1.3, "the ratio each example app as it ships should reach, with a p99 no worse than its baseline's; the report says which do")
 	flag.BoolVar(&o.strictRatio, "strict", false, "exit 1 when an example app stays below -min-ratio")
 	flag.Parse()
 	o.frameworks = strings.Split(fws, ",")
