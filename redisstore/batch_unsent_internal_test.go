@@ -92,13 +92,99 @@ func TestQueuedCallAtItsDeadlineIsNotSent(t *testing.T) {
 	}
 }
 
-// waitInflight waits up to 10 s for n pipelines of s to be in flight.
+// TestRefundHoldsNoDecisionSlot stops redis-server (SIGSTOP) while a
+// refund waits for its answer in a batching store of one pipeline slot,
+// with each kind of client: a decision made meanwhile is still sent (at
+// its deadline its error does not wrap core.ErrNotSent), because peeks and
+// refunds have slots of their own. Once the server resumes, the key holds
+// the units of every call that was sent, the decision's among them.
+func TestRefundHoldsNoDecisionSlot(t *testing.T) {
+	srv := redistest.StartServer(t)
+	for _, kind := range []struct {
+		name string
+		opts []func(*redis.Options)
+	}{
+		{"deadlines kept by the client", []func(*redis.Options){func(o *redis.Options) { o.ContextTimeoutEnabled = true }}},
+		{"go-redis defaults", nil},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			client := srv.Client(t, kind.opts...)
+			s := mustNew(client, WithBatching(Batching{Parallel: 1}))
+			defer s.Close()
+			checks := []core.Check{{Key: "rk:slots:{user:" + kind.name + "}", Limit: core.PerHour(10)}}
+			for range 2 {
+				if _, err := s.AllowAllN(context.Background(), checks, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// two connections in the pool, each past its handshake, so that
+			// neither the refund nor the decision meets a handshake that
+			// the stopped server would hold before anything is sent
+			var conns [2]*redis.Conn
+			for i := range conns {
+				conns[i] = client.Conn()
+				if err := conns[i].Ping(context.Background()).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, c := range conns {
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			srv.Pause(t)
+			paused := true
+			defer func() {
+				if paused {
+					srv.Resume(t)
+				}
+			}()
+			refunded := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, err := s.RefundAllN(ctx, checks, 1)
+				refunded <- err
+			}()
+			s.waitInflight(t, 1)
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			_, err := s.AllowAllN(ctx, checks, 1)
+			cancel()
+			if err == nil || errors.Is(err, core.ErrNotSent) {
+				t.Errorf("a decision made while a refund waits on a stopped server, at its deadline: %v; want it sent, so an error that does not wrap core.ErrNotSent", err)
+			}
+			srv.Resume(t)
+			paused = false
+			if err := <-refunded; err != nil {
+				t.Fatalf("the refund sent before the stop, once the server resumed: %v", err)
+			}
+			s.waitInflight(t, 0)
+
+			res, err := s.AllowAllN(context.Background(), checks, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// 10 less two calls, the decision cut once sent and this one,
+			// and one refunded
+			if res[0].Remaining != 7 {
+				t.Errorf("the key holds %d of 10 after four decisions sent and one refund, want 7", res[0].Remaining)
+			}
+		})
+	}
+}
+
+// waitInflight waits up to 10 s for n pipelines of s, decisions' and
+// quota calls' together, to be in flight.
 func (s *Store) waitInflight(t *testing.T, n int) {
 	t.Helper()
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		s.batch.mu.Lock()
-		inflight := s.batch.inflight
-		s.batch.mu.Unlock()
+		inflight := 0
+		for _, b := range []*batcher{s.batch, s.quotas} {
+			b.mu.Lock()
+			inflight += b.inflight
+			b.mu.Unlock()
+		}
 		if inflight == n {
 			return
 		}

@@ -17,7 +17,7 @@ import (
 // the compiled one-key scripts have their limit built in, and batching
 // merges calls of one limit, so override checks go around both.
 func (s *Store) allowOverride(ctx context.Context, checks []core.Check, n int, results []core.Result) error {
-	reply, err := s.runOverride(ctx, overrideDecideScripts.of(checks), checks, n)
+	reply, err := s.runOverride(ctx, s.batch, overrideDecideScripts.of(checks), checks, n)
 	if err != nil {
 		s.reloadSlots(err)
 		return fmt.Errorf("ratekit: redis: %w", err)
@@ -32,8 +32,8 @@ func (s *Store) allowOverride(ctx context.Context, checks []core.Check, n int, r
 // scripts/override.lua), on checks at cost n: the storage keys, then the
 // override keys; the cost, each limit's arguments, then each check's
 // position of its override key in the keys; then extra, if any (a
-// refund's bounds).
-func (s *Store) runOverride(ctx context.Context, sc *script, checks []core.Check, n int, extra ...any) (string, error) {
+// refund's bounds). It goes through b, as runMany does.
+func (s *Store) runOverride(ctx context.Context, b *batcher, sc *script, checks []core.Check, n int, extra ...any) (string, error) {
 	keys := make([]string, len(checks), 2*len(checks))
 	pos := make([]any, len(checks))
 	for i := range checks {
@@ -47,7 +47,7 @@ func (s *Store) runOverride(ctx context.Context, sc *script, checks []core.Check
 		}
 	}
 	var args []any
-	if s.proc != nil || s.batch != nil {
+	if s.proc != nil || b != nil {
 		args = make([]any, 3, 4+len(keys)+5*len(checks))
 		args[2] = len(keys)
 		for _, k := range keys {
@@ -65,11 +65,11 @@ func (s *Store) runOverride(ctx context.Context, sc *script, checks []core.Check
 		err   error
 	)
 	switch {
-	case s.batch != nil:
-		c := s.batch.call()
+	case b != nil:
+		c := b.call()
 		c.sc, c.args = sc, args
 		args[0], args[1] = "evalsha", sc.sha
-		_, reply, err = s.batch.do(ctx, c)
+		_, reply, err = b.do(ctx, c)
 	case s.proc != nil:
 		_, reply, err = s.eval(ctx, sc, args)
 	default:

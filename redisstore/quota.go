@@ -48,10 +48,10 @@ func (s *Store) quota(ctx context.Context, set *scriptSet, checks []core.Check, 
 	)
 	parse := parseReply
 	if storecheck.HasOverride(checks) {
-		reply, err = s.runOverride(ctx, overrideSets[set].of(checks), checks, n, extra...)
+		reply, err = s.runOverride(ctx, s.quotas, overrideSets[set].of(checks), checks, n, extra...)
 		parse = parseOverrideReply
 	} else {
-		_, reply, err = s.runMany(ctx, set.of(checks), checks, n, extra...)
+		_, reply, err = s.runMany(ctx, s.quotas, set.of(checks), checks, n, extra...)
 	}
 	if err != nil {
 		s.reloadSlots(err)

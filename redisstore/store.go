@@ -35,7 +35,13 @@ type Store struct {
 	// the copies.
 	limits   atomic.Pointer[map[core.Limit]*limitScripts]
 	limitsMu sync.Mutex
-	batch    *batcher // nil under WithoutBatching or over a client without Pipeline
+	batch    *batcher // decisions' pipelines; nil under WithoutBatching or over a client without Pipeline
+	// quotas batches peeks and refunds apart from decisions (nil when
+	// batch is): a refund in the background of a call that missed its
+	// deadline has ten times a decision's, and during a latency spike such
+	// refunds would otherwise hold the pipeline slots that live decisions
+	// wait for
+	quotas *batcher
 
 	// cluster is client when it is a *redis.ClusterClient, else nil.
 	cluster *redis.ClusterClient
@@ -141,6 +147,7 @@ func New(client redis.Scripter, opts ...Option) (*Store, error) {
 			b = &Batching{MaxBatch: defaultMaxBatch, Parallel: defaultParallel}
 		}
 		s.batch = newBatcher(p, s.proc, b.MaxBatch, b.Parallel, b.MaxWait, oneServer, !s.keeps)
+		s.quotas = newBatcher(p, s.proc, b.MaxBatch, b.Parallel, b.MaxWait, oneServer, !s.keeps)
 	}
 	return s, nil
 }
@@ -180,7 +187,7 @@ func (s *Store) Traits() core.Traits {
 // and the client does not keep them: on a goroutine of its own, which the
 // caller abandons when ctx ends and Close waits for. Otherwise f runs on
 // the caller's goroutine. It serves the rare calls (resets and overrides'
-// writes); decisions, peeks and refunds go through the batcher.
+// writes); decisions, peeks and refunds go through the batchers.
 func (s *Store) bounded(ctx context.Context, f func(context.Context) error) error {
 	if s.keeps || s.batch == nil {
 		return f(ctx)
@@ -256,6 +263,7 @@ func (s *Store) Close() error {
 	s.resets.close()
 	if s.batch != nil {
 		s.batch.close()
+		s.quotas.close()
 	}
 	s.detached.Wait()
 	return nil
@@ -303,7 +311,7 @@ func (s *Store) allow(ctx context.Context, checks []core.Check, n int, results [
 		ireply, sreply, err = s.runOne(ctx, sc, checks[0].Key, n)
 	} else {
 		sc = scriptFor(checks)
-		ireply, sreply, err = s.runMany(ctx, sc, checks, n)
+		ireply, sreply, err = s.runMany(ctx, s.batch, sc, checks, n)
 	}
 	if err != nil {
 		s.reloadSlots(err)
@@ -344,9 +352,11 @@ func (s *Store) runOne(ctx context.Context, sc *script, key string, n int) (int6
 }
 
 // runMany runs the generic script sc on checks at cost n, each limit's
-// arguments sent with its key, then extra, if any (a refund's bounds).
-func (s *Store) runMany(ctx context.Context, sc *script, checks []core.Check, n int, extra ...any) (int64, string, error) {
-	if s.proc == nil && s.batch == nil {
+// arguments sent with its key, then extra, if any (a refund's bounds),
+// through b: the store's batcher for decisions or for quota calls (nil
+// when the store does not batch).
+func (s *Store) runMany(ctx context.Context, b *batcher, sc *script, checks []core.Check, n int, extra ...any) (int64, string, error) {
+	if s.proc == nil && b == nil {
 		keys := make([]string, len(checks))
 		args := make([]any, 1, 1+4*len(checks)+len(extra))
 		args[0] = n
@@ -367,13 +377,13 @@ func (s *Store) runMany(ctx context.Context, sc *script, checks []core.Check, n 
 		args = append(args, s.scripts(checks[i].Limit).args[:]...)
 	}
 	args = append(args, extra...)
-	if s.batch == nil {
+	if b == nil {
 		return s.eval(ctx, sc, args)
 	}
-	c := s.batch.call()
+	c := b.call()
 	c.sc, c.args = sc, args
 	args[0], args[1] = "evalsha", sc.sha
-	return s.batch.do(ctx, c)
+	return b.do(ctx, c)
 }
 
 // eval runs sc by EVALSHA, and by EVAL when the server answers NOSCRIPT
