@@ -42,7 +42,9 @@ type Batching struct {
 	// on one key: 9.9× the rate of a bare script with the round trips
 	// heeded, 7.1× with all 8 opening whenever a slot was free;
 	// docs/benchmarks.md). Calls that find no pipeline they may open wait
-	// for one to return.
+	// for one to return. Peeks and refunds ([Store.PeekAll],
+	// [Store.RefundAllN]) have Parallel pipelines of their own, so that
+	// they never hold one that a decision waits for.
 	Parallel int
 	// MaxWait holds each pipeline open up to that long for more calls,
 	// trading latency for fewer round trips; 0 (the default) sends at once.
