@@ -36,6 +36,9 @@ func TestQueuedCallAtItsDeadlineIsNotSent(t *testing.T) {
 			if _, err := allow(context.Background()); err != nil {
 				t.Fatal(err)
 			}
+			// the caller has its answer before the sender frees the slot:
+			// a slot still taken would pass for the next call's below
+			s.waitInflight(t, 0)
 
 			srv.Pause(t)
 			paused := true
@@ -132,6 +135,7 @@ func TestRefundHoldsNoDecisionSlot(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			s.waitInflight(t, 0) // see TestQueuedCallAtItsDeadlineIsNotSent
 
 			srv.Pause(t)
 			paused := true
