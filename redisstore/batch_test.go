@@ -280,7 +280,8 @@ func (h countMerged) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // timeout at all: a call whose I/O ran on the caller's goroutine would
 // wait for as long as the server is stopped. Every call still returns
 // while it is stopped, with its own context's error, its pipeline's I/O
-// waiting on one of the store's senders; no goroutine is made per call (at
+// waiting on one of the store's senders; so do peeks and refunds, which
+// have pipeline slots of their own; no goroutine is made per call (at
 // most one per pipeline slot is stuck in I/O); once the server resumes,
 // calls are decided; and Close leaves no goroutine behind.
 func TestBatchingKeepsDeadlinesOverDefaultClient(t *testing.T) {
@@ -298,12 +299,26 @@ func TestBatchingKeepsDeadlinesOverDefaultClient(t *testing.T) {
 	before := runtime.NumGoroutine()
 	srv.Pause(t)
 	var wg sync.WaitGroup
-	errs := make(chan error, 64)
+	errs := make(chan error, 72)
 	for range 64 {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			defer cancel()
 			_, err := testkit.AllowOne(s, cctx, key, limit, 1)
+			errs <- err
+		})
+	}
+	checks := []core.Check{{Key: key, Limit: limit}}
+	for i := range 8 {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			var err error
+			if i%2 == 0 {
+				_, err = s.PeekAll(cctx, checks)
+			} else {
+				_, err = s.RefundAllN(cctx, checks, 1)
+			}
 			errs <- err
 		})
 	}
@@ -321,9 +336,10 @@ func TestBatchingKeepsDeadlinesOverDefaultClient(t *testing.T) {
 			t.Errorf("a call into a stopped server: %v; want context.DeadlineExceeded", err)
 		}
 	}
-	// the callers are gone; what remains are the senders stuck in I/O
-	if n := runtime.NumGoroutine() - before; n > parallel {
-		t.Errorf("%d goroutines more than before the stall; want at most %d (one sender per slot)", n, parallel)
+	// the callers are gone; what remains are the senders stuck in I/O,
+	// the decisions' and the quota calls'
+	if n := runtime.NumGoroutine() - before; n > 2*parallel {
+		t.Errorf("%d goroutines more than before the stall; want at most %d (one sender per slot)", n, 2*parallel)
 	}
 	srv.Resume(t)
 	for i := range 3 {
