@@ -219,6 +219,50 @@ func BenchmarkLimiter(b *testing.B) {
 	}
 }
 
+// BenchmarkCountOnly measures a decision that is given back, as a
+// count-only rule's middleware gives back every request that does not
+// count: Limiter.CheckInto and then Limiter.Refund, over a batching
+// redisstore.Store (the quick start's client) on a private redis-server,
+// 1000 keys, at 16 and 64 goroutines. The refunds go through the store's
+// pipelines for quota calls, beside the decisions':
+//
+//	go test -run '^$' -bench BenchmarkCountOnly -benchtime 100000x ./core
+func BenchmarkCountOnly(b *testing.B) {
+	srv := redistest.StartServer(b)
+	keeps := srv.Client(b, func(o *redis.Options) { o.ContextTimeoutEnabled, o.MaxRetries = true, -1 })
+	// a deadline a loaded machine never misses: the calls are measured
+	l, err := core.NewLimiter(testkit.MustRedis(keeps), core.WithTimeout(time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	const nkeys = 1000
+	reqs := make([]core.Request, nkeys)
+	for i := range reqs {
+		reqs[i] = &benchRequest{id: fmt.Sprintf("ip:10.0.%d.%d", i>>8, i&255)}
+	}
+	rules := []core.Rule{{Name: "bench", Limit: core.PerSecond(1_000_000), Key: func(r core.Request) (string, error) {
+		return r.(*benchRequest).id, nil
+	}}}
+	for _, g := range []int{16, 64} {
+		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
+			testkit.RunConcurrentEach(b, g, func() func(int) (bool, error) {
+				var block [2]core.RuleResult
+				return func(i int) (bool, error) {
+					d, err := l.CheckInto(context.Background(), reqs[i%nkeys], rules, block[:0])
+					if err == nil && (len(d.Results) != 1 || d.Degraded()) {
+						err = fmt.Errorf("fixture: %d results, degraded %v", len(d.Results), d.Degraded())
+					}
+					if err != nil {
+						return false, err
+					}
+					return d.Allowed, l.Refund(context.Background(), d)
+				}
+			})
+		})
+	}
+}
+
 // benchRequest is a core.Request of one identity, which the benchmark's
 // key function reads.
 type benchRequest struct {

@@ -319,16 +319,21 @@ func (l *Limiter) forget(key string) {
 // quotaCall runs f, a call of the store, within the Limiter's deadline,
 // whatever the store does: on the caller's goroutine when the store keeps
 // deadlines or decides in process, else on a goroutine of its own that
-// the caller abandons at the deadline (Close waits for it).
+// the caller abandons at the deadline (Close waits for it). A store that
+// keeps deadlines gets the pooled deadline of a decision's call (see
+// boundCtx), which spares a refund per request, as a count-only rule
+// makes, a context and a timer of its own.
 func (l *Limiter) quotaCall(ctx context.Context, f func(context.Context) error) error {
 	if l.inProcess {
 		return f(ctx)
 	}
+	if l.direct {
+		dl := deadline{bounds: &l.bounds}
+		defer dl.end()
+		return f(dl.of(ctx, l.timeout))
+	}
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	if l.direct {
-		return f(ctx)
-	}
 	l.mu.RLock()
 	if l.closed {
 		l.mu.RUnlock()
