@@ -322,7 +322,9 @@ func (l *Limiter) forget(key string) {
 // the caller abandons at the deadline (Close waits for it). A store that
 // keeps deadlines gets the pooled deadline of a decision's call (see
 // boundCtx), which spares a refund per request, as a count-only rule
-// makes, a context and a timer of its own.
+// makes, a context and a timer of its own; as with a decision, a caller
+// that gives up meanwhile sees the call end by that deadline at the
+// latest, unless its own deadline comes first.
 func (l *Limiter) quotaCall(ctx context.Context, f func(context.Context) error) error {
 	if l.inProcess {
 		return f(ctx)
