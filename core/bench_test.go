@@ -156,17 +156,8 @@ func BenchmarkLimiter(b *testing.B) {
 		{"redis", testkit.MustRedis(plain), overRedis},
 		{"redis-keeps", testkit.MustRedis(keeps), overRedis},
 	}
-	limit := core.PerSecond(1_000_000) // a limit no call reaches: the allowing path
-	const nkeys = 1000
-	ids := make([]string, nkeys)
-	reqs := make([]core.Request, nkeys) // boxed once: a request is the adapter's, not the Limiter's cost
-	for i := range ids {
-		ids[i] = fmt.Sprintf("ip:10.0.%d.%d", i>>8, i&255)
-		reqs[i] = &benchRequest{id: ids[i]}
-	}
-	rules := []core.Rule{{Name: "bench", Limit: limit, Key: func(r core.Request) (string, error) {
-		return r.(*benchRequest).id, nil
-	}}}
+	reqs, rules := benchRequests()
+	limit := rules[0].Limit
 	for _, st := range stores {
 		// a deadline a loaded machine never misses: the call is measured, not the failure policy
 		l, err := core.NewLimiter(st.store, core.WithTimeout(time.Second))
@@ -175,8 +166,8 @@ func BenchmarkLimiter(b *testing.B) {
 		}
 		b.Cleanup(func() { l.Close() })
 		keys := make([]string, nkeys)
-		for i, id := range ids {
-			if keys[i], err = l.StorageKey("bench", id); err != nil {
+		for i, r := range reqs {
+			if keys[i], err = l.StorageKey("bench", r.(*benchRequest).id); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -236,14 +227,7 @@ func BenchmarkCountOnly(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { l.Close() })
-	const nkeys = 1000
-	reqs := make([]core.Request, nkeys)
-	for i := range reqs {
-		reqs[i] = &benchRequest{id: fmt.Sprintf("ip:10.0.%d.%d", i>>8, i&255)}
-	}
-	rules := []core.Rule{{Name: "bench", Limit: core.PerSecond(1_000_000), Key: func(r core.Request) (string, error) {
-		return r.(*benchRequest).id, nil
-	}}}
+	reqs, rules := benchRequests()
 	for _, g := range []int{16, 64} {
 		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
 			testkit.RunConcurrentEach(b, g, func() func(int) (bool, error) {
@@ -261,6 +245,23 @@ func BenchmarkCountOnly(b *testing.B) {
 			})
 		})
 	}
+}
+
+// nkeys is how many identities the Limiter benchmarks cycle through.
+const nkeys = 1000
+
+// benchRequests returns nkeys requests of distinct identities, boxed once
+// (a request is the adapter's cost, not the Limiter's), and one rule keyed
+// by their identity with a limit no call reaches: the allowing path.
+func benchRequests() ([]core.Request, []core.Rule) {
+	reqs := make([]core.Request, nkeys)
+	for i := range reqs {
+		reqs[i] = &benchRequest{id: fmt.Sprintf("ip:10.0.%d.%d", i>>8, i&255)}
+	}
+	rules := []core.Rule{{Name: "bench", Limit: core.PerSecond(1_000_000), Key: func(r core.Request) (string, error) {
+		return r.(*benchRequest).id, nil
+	}}}
+	return reqs, rules
 }
 
 // benchRequest is a core.Request of one identity, which the benchmark's
