@@ -184,10 +184,7 @@ func BenchmarkLimiter(b *testing.B) {
 			})
 			b.Run(fmt.Sprintf("%s/limiter/g=%d", st.name, g), func(b *testing.B) {
 				testkit.RunConcurrent(b, g, func(i int) (bool, error) {
-					d, err := l.Check(context.Background(), reqs[i%nkeys], rules)
-					if err == nil && (len(d.Results) != 1 || d.Degraded()) {
-						err = fmt.Errorf("fixture: %d results, degraded %v", len(d.Results), d.Degraded())
-					}
+					d, err := benchDecided(l.Check(context.Background(), reqs[i%nkeys], rules))
 					return d.Allowed, err
 				})
 			})
@@ -198,10 +195,7 @@ func BenchmarkLimiter(b *testing.B) {
 				testkit.RunConcurrentEach(b, g, func() func(int) (bool, error) {
 					var block [2]core.RuleResult
 					return func(i int) (bool, error) {
-						d, err := l.CheckInto(context.Background(), reqs[i%nkeys], rules, block[:0])
-						if err == nil && (len(d.Results) != 1 || d.Degraded()) {
-							err = fmt.Errorf("fixture: %d results, degraded %v", len(d.Results), d.Degraded())
-						}
+						d, err := benchDecided(l.CheckInto(context.Background(), reqs[i%nkeys], rules, block[:0]))
 						return d.Allowed, err
 					}
 				})
@@ -233,10 +227,7 @@ func BenchmarkCountOnly(b *testing.B) {
 			testkit.RunConcurrentEach(b, g, func() func(int) (bool, error) {
 				var block [2]core.RuleResult
 				return func(i int) (bool, error) {
-					d, err := l.CheckInto(context.Background(), reqs[i%nkeys], rules, block[:0])
-					if err == nil && (len(d.Results) != 1 || d.Degraded()) {
-						err = fmt.Errorf("fixture: %d results, degraded %v", len(d.Results), d.Degraded())
-					}
+					d, err := benchDecided(l.CheckInto(context.Background(), reqs[i%nkeys], rules, block[:0]))
 					if err != nil {
 						return false, err
 					}
@@ -262,6 +253,16 @@ func benchRequests() ([]core.Request, []core.Rule) {
 		return r.(*benchRequest).id, nil
 	}}}
 	return reqs, rules
+}
+
+// benchDecided returns d and err, with an error when d is not what the
+// benchmarks' one rule decides over a store that answers: one result, not
+// degraded.
+func benchDecided(d core.Decision, err error) (core.Decision, error) {
+	if err == nil && (len(d.Results) != 1 || d.Degraded()) {
+		err = fmt.Errorf("fixture: %d results, degraded %v", len(d.Results), d.Degraded())
+	}
+	return d, err
 }
 
 // benchRequest is a core.Request of one identity, which the benchmark's

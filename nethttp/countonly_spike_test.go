@@ -124,7 +124,7 @@ func TestCountOnlyThroughLatencySpike(t *testing.T) {
 			}
 			proxy.Lift(t, late)
 			// a call that waited in the store's queue for a pipeline past its
-			// deadline (both slots held by the late refunds) never went out:
+			// deadline (both slots held by calls the spike made late) never went out:
 			// Redis holds nothing of the wrong password if its call was that one
 			wantLeft := 2
 			if !wrongSent {

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,13 +22,7 @@ import (
 // deadline does not say so: it may have spent.
 func TestQueuedCallAtItsDeadlineIsNotSent(t *testing.T) {
 	srv := redistest.StartServer(t)
-	for _, kind := range []struct {
-		name string
-		opts []func(*redis.Options)
-	}{
-		{"deadlines kept by the client", []func(*redis.Options){func(o *redis.Options) { o.ContextTimeoutEnabled = true }}},
-		{"go-redis defaults", nil},
-	} {
+	for _, kind := range stoppedClientKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			s := mustNew(srv.Client(t, kind.opts...), WithBatching(Batching{Parallel: 1}))
 			defer s.Close()
@@ -40,21 +35,10 @@ func TestQueuedCallAtItsDeadlineIsNotSent(t *testing.T) {
 			// a slot still taken would pass for the next call's below
 			s.waitInflight(t, 0)
 
-			srv.Pause(t)
-			paused := true
-			defer func() {
-				if paused {
-					srv.Resume(t)
-				}
-			}()
+			resume := pause(t, srv)
+			defer resume()
 			// the call that takes the only slot, sent into the stopped server
-			sent := make(chan error, 1)
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				_, err := allow(ctx)
-				sent <- err
-			}()
+			sent := inBackground(func(ctx context.Context) error { _, err := allow(ctx); return err })
 			s.waitInflight(t, 1)
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			_, err := allow(ctx)
@@ -62,24 +46,22 @@ func TestQueuedCallAtItsDeadlineIsNotSent(t *testing.T) {
 			if !errors.Is(err, core.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("a call queued behind a stopped server at its deadline: %v; want core.ErrNotSent and context.DeadlineExceeded", err)
 			}
-			srv.Resume(t)
-			paused = false
+			resume()
 			if err := <-sent; err != nil {
 				t.Fatalf("the call sent before the stop, once the server resumed: %v", err)
 			}
 			s.waitInflight(t, 0)
 
 			// a call cut at its deadline once sent
-			srv.Pause(t)
-			paused = true
+			resume = pause(t, srv)
+			defer resume()
 			ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
 			_, err = allow(ctx)
 			cancel()
 			if err == nil || errors.Is(err, core.ErrNotSent) {
 				t.Errorf("a call sent into a stopped server, at its deadline: %v; want an error that does not say it was not sent", err)
 			}
-			srv.Resume(t)
-			paused = false
+			resume()
 			s.waitInflight(t, 0)
 
 			res, err := allow(context.Background())
@@ -103,13 +85,7 @@ func TestQueuedCallAtItsDeadlineIsNotSent(t *testing.T) {
 // the units of every call that was sent, the decision's among them.
 func TestRefundHoldsNoDecisionSlot(t *testing.T) {
 	srv := redistest.StartServer(t)
-	for _, kind := range []struct {
-		name string
-		opts []func(*redis.Options)
-	}{
-		{"deadlines kept by the client", []func(*redis.Options){func(o *redis.Options) { o.ContextTimeoutEnabled = true }}},
-		{"go-redis defaults", nil},
-	} {
+	for _, kind := range stoppedClientKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			client := srv.Client(t, kind.opts...)
 			s := mustNew(client, WithBatching(Batching{Parallel: 1}))
@@ -137,20 +113,9 @@ func TestRefundHoldsNoDecisionSlot(t *testing.T) {
 			}
 			s.waitInflight(t, 0) // see TestQueuedCallAtItsDeadlineIsNotSent
 
-			srv.Pause(t)
-			paused := true
-			defer func() {
-				if paused {
-					srv.Resume(t)
-				}
-			}()
-			refunded := make(chan error, 1)
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				_, err := s.RefundAllN(ctx, checks, 1)
-				refunded <- err
-			}()
+			resume := pause(t, srv)
+			defer resume()
+			refunded := inBackground(func(ctx context.Context) error { _, err := s.RefundAllN(ctx, checks, 1); return err })
 			s.waitInflight(t, 1)
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			_, err := s.AllowAllN(ctx, checks, 1)
@@ -158,8 +123,7 @@ func TestRefundHoldsNoDecisionSlot(t *testing.T) {
 			if err == nil || errors.Is(err, core.ErrNotSent) {
 				t.Errorf("a decision made while a refund waits on a stopped server, at its deadline: %v; want it sent, so an error that does not wrap core.ErrNotSent", err)
 			}
-			srv.Resume(t)
-			paused = false
+			resume()
 			if err := <-refunded; err != nil {
 				t.Fatalf("the refund sent before the stop, once the server resumed: %v", err)
 			}
@@ -176,6 +140,40 @@ func TestRefundHoldsNoDecisionSlot(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stoppedClientKinds are the clients the stopped-server tests run a
+// store over: one that keeps deadlines on the socket, where callers send
+// pipelines, and go-redis's defaults, where the store's senders do.
+var stoppedClientKinds = []struct {
+	name string
+	opts []func(*redis.Options)
+}{
+	{"deadlines kept by the client", []func(*redis.Options){func(o *redis.Options) { o.ContextTimeoutEnabled = true }}},
+	{"go-redis defaults", nil},
+}
+
+// pause stops srv (SIGSTOP) and returns a function that resumes it, once
+// however often it is called: the test calls it when the server is to
+// come back, and defers it too, so that a test that fails meanwhile leaves
+// no server stopped.
+func pause(t *testing.T, srv *redistest.Server) (resume func()) {
+	srv.Pause(t)
+	var once sync.Once
+	return func() { once.Do(func() { srv.Resume(t) }) }
+}
+
+// inBackground runs call on a goroutine of its own, with a minute's
+// deadline (a call sent into a stopped server waits for it to resume),
+// and returns the channel its error comes on.
+func inBackground(call func(context.Context) error) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		done <- call(ctx)
+	}()
+	return done
 }
 
 // waitInflight waits up to 10 s for n pipelines of s, decisions' and
