@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -359,6 +360,9 @@ func startRedis(dir, name string) (*redisProc, error) {
 		return nil, err
 	}
 	cmd := exec.Command("redis-server", "--port", port(addr), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	// killed with this program, however it ends, as the servers are
+	// (proctest.Start): a redis-server left behind would hold its port
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
