@@ -66,6 +66,7 @@ func command(args, env []string) *exec.Cmd {
 	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(append(clean, runMainEnv+"=1"), env...)
+	cmd.SysProcAttr = sysProcAttr()
 	return cmd
 }
 
@@ -106,7 +107,7 @@ var listening = regexp.MustCompile(`msg="[^"]* example listening" url=(http://\S
 // Unless args set -timeout or env TIMEOUT, its store deadline is
 // [app.StoreTimeout]: the tests run the apps next to a busy store on a
 // busy machine. The process is killed when the test ends, if it still
-// runs.
+// runs, and on Linux when the test binary dies.
 func Start(t testing.TB, args []string, env ...string) *Proc {
 	t.Helper()
 	if !hasFlag(args, "addr") {
