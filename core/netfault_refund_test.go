@@ -125,8 +125,8 @@ func (r *spikeRun) waitRemaining(t *testing.T, rule core.Rule, id string, want i
 // is over, Redis holds the wrong password's unit and nothing of the right
 // ones, and right passwords pass. A call that waited in the store's queue
 // for a pipeline past its deadline (both slots held by calls the spike
-// made late) was never sent: Redis spent nothing of it, and holds nothing of the wrong
-// password if its call was that one.
+// made late) was never sent: Redis spent nothing of it, and holds nothing
+// of the wrong password if its call was that one.
 func TestCountOnlyAfterLatencySpike(t *testing.T) {
 	srv := redistest.StartServer(t)
 	for _, kind := range clientKinds {

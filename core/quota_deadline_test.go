@@ -21,10 +21,7 @@ type stallQuotaStore struct {
 }
 
 func (s stallQuotaStore) stall(ctx context.Context) error {
-	d, ok := ctx.Deadline()
-	if !ok {
-		d = time.Time{}
-	}
+	d, _ := ctx.Deadline() // the zero time when there is none
 	s.deadlines <- d
 	select {
 	case <-ctx.Done():
