@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ratekit/ratekit/internal/rediserr"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // A Check runs in phases, each a function below, in this order:
@@ -270,13 +273,13 @@ type deadline struct {
 	start  time.Time // what the deadline counts from; zero: when first needed
 	ctx    context.Context
 	cancel context.CancelFunc
-	bound  *boundCtx // a pooled deadline, for a store that keeps deadlines
-	bounds *bounds   // where bound comes from; nil unless the store keeps deadlines
+	bound  *tickctx.Ctx  // a pooled deadline, for a store that keeps deadlines
+	bounds *tickctx.Pool // where bound comes from; nil unless the store keeps deadlines
 }
 
 // of returns the context of the store deadline, timeout after the first
 // call, within parent: parent itself when its own deadline comes first,
-// a pooled deadline for a store that keeps deadlines (see boundCtx), else
+// a pooled deadline for a store that keeps deadlines (see tickctx), else
 // a context of its own.
 func (d *deadline) of(parent context.Context, timeout time.Duration) context.Context {
 	if d.ctx != nil {
@@ -291,7 +294,7 @@ func (d *deadline) of(parent context.Context, timeout time.Duration) context.Con
 	case ok && !t.After(at):
 		d.ctx = parent
 	case d.bounds != nil:
-		d.bound = d.bounds.bound(parent, at, timeout)
+		d.bound = d.bounds.Get(parent, at, timeout)
 		d.ctx = d.bound
 	default:
 		d.ctx, d.cancel = context.WithDeadline(parent, at)
@@ -305,7 +308,7 @@ func (d *deadline) end() {
 		d.cancel()
 	}
 	if d.bound != nil {
-		d.bounds.release(d.bound)
+		d.bounds.Put(d.bound)
 	}
 }
 
@@ -406,11 +409,18 @@ func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, lead
 	t0 := c.sent
 	late, err := l.call(cctx, c.checks, c.n, c.results, t0)
 	c.decided = l.mono()
-	// a call the store never sent keeps the store's error, which says so
-	// (ErrNotSent) to the refunds and to OnError; any other that missed
-	// the deadline reports the Limiter's timeout
-	if err != nil && ctx.Err() == nil && cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrNotSent) {
-		err = l.timeoutErr
+	// The caller gave up if its context ended, or its deadline passed:
+	// a client that keeps deadlines (go-redis) may time out at the
+	// deadline before the context's timer ends it. A call the store never
+	// sent keeps the store's error, which says so (ErrNotSent) to the
+	// refunds and to OnError; any other that missed the Limiter's deadline
+	// reports the Limiter's timeout.
+	var gaveUp error
+	if err != nil {
+		gaveUp = tickctx.Expired(ctx)
+		if gaveUp == nil && tickctx.Expired(cctx) != nil && rediserr.Timeout(err) && !errors.Is(err, ErrNotSent) {
+			err = l.timeoutErr
+		}
 	}
 	if l.observer != nil {
 		l.observer.StoreCalled(time.Duration(c.decided-t0), err)
@@ -418,8 +428,8 @@ func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, lead
 	if err != nil {
 		l.denied.release(leads)
 		switch {
-		case ctx.Err() != nil:
-			return nil, fmt.Errorf("ratekit: %w", ctx.Err())
+		case gaveUp != nil:
+			return nil, fmt.Errorf("ratekit: %w", gaveUp)
 		case keyError(err):
 			// Redis answered: it is up, and decides every other key
 			l.report(err)

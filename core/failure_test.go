@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/internal/testkit"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // trafficTimeout is the store deadline of the traffic tests: the default,
@@ -362,6 +364,84 @@ func TestPauseRedis(t *testing.T) {
 			})
 			t.Logf("back on Redis %v after SIGCONT", time.Since(start))
 		})
+	}
+}
+
+// TestDeadlinesOnStoppedRedis stops redis-server (SIGSTOP) and tells the
+// caller that gives up from the store that fails, over both kinds of
+// client and both kinds of store. A caller whose own deadline comes before
+// the Limiter's gets its context's error, and the breaker counts nothing:
+// with go-redis keeping deadlines on its connection, the call's read times
+// out at that deadline, which may come before the context's own timer
+// ends it, so the Limiter cannot go by ctx.Err alone. A call that misses
+// the Limiter's deadline is the store's failure: the failure policy
+// decides, and the observer is told the Limiter's timeout, whichever
+// timer fired first (or, for a call that was never sent, the store's
+// error, which says so).
+func TestDeadlinesOnStoppedRedis(t *testing.T) {
+	for _, kind := range clientKinds {
+		for _, batched := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/batched=%v", kind.name, batched), func(t *testing.T) {
+				srv := redistest.StartServer(t)
+				var opts []redisstore.Option
+				if !batched {
+					opts = append(opts, redisstore.WithoutBatching())
+				}
+				store := testkit.MustRedis(srv.Client(t, kind.opts...), opts...)
+				rec := &recorder{}
+				patient := newLimiter(t, store, core.WithTimeout(time.Minute), core.WithObserver(rec),
+					core.WithBreaker(core.BreakerConfig{Failures: 1, Backoff: time.Hour, MaxBackoff: time.Hour}))
+				impatient := newLimiter(t, store, core.WithTimeout(100*time.Millisecond), core.WithObserver(rec))
+				r := rule("default", core.PerHour(core.MaxRate), "user:1")
+				for _, l := range []*core.Limiter{patient, impatient} {
+					if d, err := check(t, l, r); err != nil || d.Degraded() {
+						t.Fatalf("before the stop: degraded %v, %v", d.Degraded(), err)
+					}
+				}
+				srv.Pause(t)
+				paused := true
+				t.Cleanup(func() { // before the Limiters' Close, which waits for abandoned calls
+					if paused {
+						srv.Resume(t)
+					}
+				})
+
+				for i := range 5 {
+					ctx, cancel := context.WithTimeout(requestCtx(), 20*time.Millisecond)
+					_, err := patient.Check(ctx, staticRequest{ctx}, []core.Rule{r})
+					cancel()
+					if !errors.Is(err, context.DeadlineExceeded) {
+						t.Fatalf("call %d, the caller's 20 ms deadline first: %v; want its context's error", i, err)
+					}
+					if got := patient.BreakerState(); got != core.BreakerClosed {
+						t.Fatalf("call %d: breaker %v after a caller gave up; want closed: giving up is no store failure", i, got)
+					}
+				}
+
+				rec.mu.Lock()
+				before := len(rec.calls)
+				rec.mu.Unlock()
+				d, err := check(t, impatient, r)
+				if err != nil || !d.Allowed || !d.Degraded() {
+					t.Fatalf("past the Limiter's deadline: allowed %v, degraded %v, %v; want the failure policy's allow", d.Allowed, d.Degraded(), err)
+				}
+				rec.mu.Lock()
+				calls := slices.Clone(rec.calls[before:])
+				rec.mu.Unlock()
+				// a call that waited for a pipeline stuck in I/O and never
+				// went out keeps the store's error, which says so
+				if len(calls) != 1 || !errors.Is(calls[0], context.DeadlineExceeded) ||
+					!strings.Contains(calls[0].Error(), "no answer within") && !errors.Is(calls[0], core.ErrNotSent) {
+					t.Fatalf("the observer was told %v of the call past the Limiter's deadline; want the Limiter's timeout", calls)
+				}
+
+				srv.Resume(t)
+				paused = false
+				if d, err := check(t, patient, r); err != nil || d.Degraded() {
+					t.Fatalf("after the resume: degraded %v, %v", d.Degraded(), err)
+				}
+			})
+		}
 	}
 }
 

@@ -2,12 +2,13 @@ package core
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
+	"github.com/ratekit/ratekit/internal/rediserr"
 	"github.com/ratekit/ratekit/internal/storekey"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // This file holds what a Limiter does around its breaker: probing the
@@ -117,7 +118,7 @@ func (l *Limiter) probeOnce(checks []Check) error {
 	if err == nil {
 		err = c.err
 	}
-	if err != nil && ctx.Err() != nil && l.stopCtx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+	if err != nil && tickctx.Expired(ctx) != nil && l.stopCtx.Err() == nil && rediserr.Timeout(err) {
 		err = l.timeoutErr
 	}
 	if l.observer != nil && l.stopCtx.Err() == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratekit/ratekit/internal/localstore"
 	"github.com/ratekit/ratekit/internal/storekey"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // ErrUnavailable is returned, wrapping the store's own error, when the store
@@ -190,7 +191,7 @@ type Limiter struct {
 
 	inProcess     bool              // the store decides in process: no deadline, breaker, fallback or cache
 	direct        bool              // the store keeps deadlines itself: no goroutine per call
-	bounds        bounds            // the deadlines of direct calls
+	bounds        tickctx.Pool      // the deadlines of direct calls
 	fallbackStore *localstore.Store // FailLocal only
 	fallbackKeys  int
 	clock         func() time.Time

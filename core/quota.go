@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratekit/ratekit/internal/storekey"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // ErrNotSupported is returned, wrapped, when a store lacks what a call
@@ -175,7 +176,7 @@ func (l *Limiter) refund(ctx context.Context, r *RuleResult) error {
 		_, err := qs.RefundAllN(ctx, check, int(r.cost))
 		return err
 	})
-	if err != nil && ctx.Err() == nil {
+	if err != nil && tickctx.Expired(ctx) == nil {
 		l.report(err)
 	}
 	return err
@@ -321,7 +322,7 @@ func (l *Limiter) forget(key string) {
 // deadlines or decides in process, else on a goroutine of its own that
 // the caller abandons at the deadline (Close waits for it). A store that
 // keeps deadlines gets the pooled deadline of a decision's call (see
-// boundCtx), which spares a refund per request, as a count-only rule
+// package tickctx), which spares a refund per request, as a count-only rule
 // makes, a context and a timer of its own; as with a decision, a caller
 // that gives up meanwhile sees the call end by that deadline at the
 // latest, unless its own deadline comes first.

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/internal/rediserr"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // errTimeout is the error of a call that missed its deadline.
@@ -92,9 +95,11 @@ func guarded(ctx context.Context, f func(context.Context) (any, error)) (reply a
 }
 
 // deadlineError returns err, or errTimeout when err is the call's own
-// deadline passing while the caller's context is still live.
+// deadline passing while the caller's is still ahead: go-redis, keeping
+// deadlines on its connection, may time out before the context's timer
+// fires, so both go by the clock (tickctx.Expired).
 func deadlineError(ctx, cctx context.Context, err error) error {
-	if err != nil && ctx.Err() == nil && cctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+	if err != nil && tickctx.Expired(ctx) == nil && tickctx.Expired(cctx) != nil && rediserr.Timeout(err) {
 		return fmt.Errorf("%w: %w", errTimeout, context.DeadlineExceeded)
 	}
 	return err

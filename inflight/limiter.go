@@ -14,6 +14,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/rediserr"
 	"github.com/ratekit/ratekit/internal/redisopt"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 var (
@@ -264,8 +265,8 @@ func parseAcquire(reply any) (allowed bool, n int, err error) {
 // failed decides an acquisition that Redis could not, by the failure
 // policy, or returns the error when it is not Redis's failure.
 func (l *Limiter) failed(ctx context.Context, key string, limit int, err error) (*Lease, Result, error) {
-	if ctx.Err() != nil {
-		return nil, Result{}, fmt.Errorf("ratekit: inflight: %w", ctx.Err())
+	if gaveUp := tickctx.Expired(ctx); gaveUp != nil { // the caller's deadline, or its end
+		return nil, Result{}, fmt.Errorf("ratekit: inflight: %w", gaveUp)
 	}
 	l.report(err)
 	if rediserr.KeyError(err) {

@@ -274,6 +274,41 @@ func TestDeadlineAgainstSilentRedis(t *testing.T) {
 	l.Close()
 }
 
+// Against a Redis that never answers, through a client that keeps
+// deadlines on its connection, a caller whose deadline comes before the
+// Limiter's gets its context's error, and no local slot: go-redis's read
+// may time out at that deadline before the context's timer ends it, and
+// the Limiter still tells the caller who gave up from a failing Redis. A
+// call that misses the Limiter's own deadline gets a local slot.
+func TestCallerDeadlineAgainstSilentRedis(t *testing.T) {
+	silent := silentServer(t)
+	rdb := redis.NewClient(&redis.Options{Addr: silent, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer rdb.Close()
+	patient, err := inflight.New(rdb, inflight.WithTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer patient.Close()
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		le, res, err := patient.Acquire(ctx, "k", 1)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || le != nil {
+			t.Fatalf("call %d, the caller's 20 ms deadline first: %+v, %v; want its context's error", i, res, err)
+		}
+	}
+	impatient, err := inflight.New(rdb, inflight.WithTimeout(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer impatient.Close()
+	le, res, err := impatient.Acquire(context.Background(), "k", 1)
+	if err != nil || !res.Degraded || !res.Allowed || !le.Degraded() {
+		t.Fatalf("past the Limiter's deadline: %+v, %v; want a local slot", res, err)
+	}
+	le.Release(context.Background())
+}
+
 // silentServer accepts connections and never answers; it stops with the
 // test.
 func silentServer(t *testing.T) string {

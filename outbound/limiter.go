@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratekit/ratekit/internal/redisopt"
 	"github.com/ratekit/ratekit/internal/storekey"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // ErrWouldExceedDeadline is returned, wrapped, by a wait whose turn would
@@ -66,14 +67,17 @@ var ErrClosed = errors.New("ratekit: outbound: limiter closed")
 // Two goroutines run per Limiter: the heartbeat and the pause
 // subscription. [Limiter.Close] stops them.
 type Limiter struct {
-	client  redis.Scripter
-	keeps   bool // the client gives up at its context's deadline by itself
-	name    string
-	limit   Limit
-	cfg     config
-	argv    []any // ARGV[1..8] of every script (see scripts/state.lua)
-	channel string
-	member  string
+	client redis.Scripter
+	keeps  bool // the client gives up at its context's deadline by itself
+	// deadlines are the pooled deadlines of calls to a client that keeps
+	// them (see call)
+	deadlines tickctx.Pool
+	name      string
+	limit     Limit
+	cfg       config
+	argv      []any // ARGV[1..8] of every script (see scripts/state.lua)
+	channel   string
+	member    string
 
 	breaker     *gobreaker.TwoStepCircuitBreaker[struct{}]
 	lastLocal   atomic.Int64  // unix ns of the latest turn decided without Redis

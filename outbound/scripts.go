@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 var (
@@ -121,22 +122,49 @@ func (l *Limiter) run(ctx context.Context, script *redis.Script, key string, ext
 // goroutine, any other on a goroutine of its own, abandoned at the
 // deadline (a turn it takes after all goes unused: it wastes the turn,
 // never gives one twice).
+//
+// A client that keeps deadlines gets ctx itself when its deadline comes
+// first, else a pooled deadline (package tickctx), which costs neither an
+// allocation nor a timer of its own where context.WithTimeout costs four
+// allocations and a timer. It carries ctx's values but not its
+// cancellation: a caller that gives up during the call sees the call end
+// by the Limiter's deadline at the latest, as go-redis, which keeps
+// deadlines through the socket's, would end it anyway.
 func (l *Limiter) call(ctx context.Context, f func(context.Context) (any, error)) (any, error) {
 	start := l.now()
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.timeout)
-	defer cancel()
-	var reply any
-	var err error
+	var (
+		reply any
+		err   error
+		cctx  context.Context
+	)
 	if l.keeps {
+		cctx = ctx
+		if at := time.Now().Add(l.cfg.timeout); !deadlineBy(ctx, at) {
+			pooled := l.deadlines.Get(ctx, at, l.cfg.timeout)
+			defer l.deadlines.Put(pooled)
+			cctx = pooled
+		}
 		reply, err = f(cctx)
 	} else {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, l.cfg.timeout)
+		defer cancel()
 		reply, err = l.detached(cctx, f)
 	}
-	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+	// the caller gave up if its deadline passed, though go-redis, keeping
+	// it on the connection, may time out before the context's timer
+	// fires (see tickctx.Expired)
+	if err != nil && tickctx.Expired(ctx) == nil && tickctx.Expired(cctx) != nil {
 		err = fmt.Errorf("%w: %w", errTimeout, context.DeadlineExceeded)
 	}
 	l.redisCalled(l.now().Sub(start), err)
 	return reply, err
+}
+
+// deadlineBy reports whether ctx has a deadline no later than at.
+func deadlineBy(ctx context.Context, at time.Time) bool {
+	t, ok := ctx.Deadline()
+	return ok && !t.After(at)
 }
 
 // detached runs f on a goroutine of its own and waits for it until ctx

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/rediserr"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // take reserves n units of ks, acting by actBy (zero: any time): from
@@ -25,9 +26,9 @@ func (l *Limiter) take(ctx context.Context, ks *keyState, n int, actBy time.Time
 	switch {
 	case err == nil:
 		done(nil)
-	case ctx.Err() != nil: // the caller gave up: no verdict on Redis
+	case tickctx.Expired(ctx) != nil: // the caller gave up: no verdict on Redis
 		done(nil)
-		return turn{}, fmt.Errorf("ratekit: outbound: %w", ctx.Err())
+		return turn{}, fmt.Errorf("ratekit: outbound: %w", tickctx.Expired(ctx))
 	case rediserr.KeyError(err):
 		done(nil) // this key's trouble, not Redis's
 		return turn{}, fmt.Errorf("%w: %w", core.ErrKeyRejected, err)

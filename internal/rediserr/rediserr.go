@@ -5,7 +5,9 @@
 package rediserr
 
 import (
+	"context"
 	"errors"
+	"os"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -36,4 +38,12 @@ func KeyError(err error) bool {
 		}
 	}
 	return true
+}
+
+// Timeout reports whether err is a deadline's: a context's
+// (context.DeadlineExceeded) or a socket's (os.ErrDeadlineExceeded, which
+// go-redis returns when a context's deadline, set on its connection,
+// passes during a read or a write).
+func Timeout(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -40,6 +43,27 @@ func TestKeyError(t *testing.T) {
 	for _, tt := range tests {
 		if got := rediserr.KeyError(tt.err); got != tt.want {
 			t.Errorf("KeyError(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+// Timeout tells a deadline's error, a context's or a connection's, from
+// any other.
+func TestTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{context.DeadlineExceeded, true},
+		{fmt.Errorf("ratekit: %w", context.DeadlineExceeded), true},
+		{&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, true},
+		{context.Canceled, false},
+		{io.EOF, false},
+		{replyError("BUSY Redis is busy running a script"), false},
+		{nil, false},
+	} {
+		if got := rediserr.Timeout(tc.err); got != tc.want {
+			t.Errorf("Timeout(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/stats"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // Each front door translates its protocol to the one Service and back,
@@ -54,8 +55,8 @@ func grpcError(ctx context.Context, err error, log *slog.Logger) error {
 		return status.Error(codes.InvalidArgument, strings.TrimPrefix(err.Error(), service.ErrBadRequest.Error()+": "))
 	case errors.Is(err, service.ErrNoConfig):
 		return status.Error(codes.Unavailable, err.Error())
-	case ctx.Err() != nil:
-		return status.FromContextError(ctx.Err()).Err()
+	case tickctx.Expired(ctx) != nil: // its deadline passed, its timer fired or not
+		return status.FromContextError(tickctx.Expired(ctx)).Err()
 	}
 	log.Warn("rate limit call failed", "error", err)
 	return status.Error(codes.Internal, err.Error())

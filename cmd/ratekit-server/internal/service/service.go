@@ -30,6 +30,7 @@ import (
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/stats"
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // ErrBadRequest is returned, wrapped, for a request envoy refuses too: an
@@ -421,8 +422,8 @@ func (s *Service) decideCompat(ctx context.Context, d *descriptor) error {
 	if d.hits == 0 {
 		r, err := s.compat.Peek(cctx, rule, d.identity)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if gaveUp := tickctx.Expired(ctx); gaveUp != nil {
+				return gaveUp
 			}
 			// a look spends nothing: with Redis away, say what is known
 			s.log.Debug("a look (hits_addend 0) without Redis answers OK", "error", err)
@@ -480,8 +481,10 @@ func (s *Service) unknownLook(d *descriptor) {
 }
 
 func (s *Service) storeError(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
+	// the caller's deadline passed, though its timer may not have fired
+	// yet when go-redis timed out on it
+	if gaveUp := tickctx.Expired(ctx); gaveUp != nil {
+		return gaveUp
 	}
 	s.stats.RedisError.Inc()
 	return err
@@ -565,8 +568,8 @@ func (s *Service) peekNative(ctx context.Context, d *descriptor, rules []core.Ru
 	for i, r := range rules {
 		res, err := s.native.Peek(ctx, r, d.identity)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+			if gaveUp := tickctx.Expired(ctx); gaveUp != nil {
+				return gaveUp
 			}
 			s.log.Debug("a look (hits_addend 0) without Redis answers OK", "error", err)
 			s.unknownLook(d)

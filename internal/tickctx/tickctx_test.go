@@ -1,4 +1,4 @@
-package core
+package tickctx
 
 import (
 	"context"
@@ -8,24 +8,24 @@ import (
 	"time"
 )
 
-type boundKey struct{}
+type valueKey struct{}
 
 // A pooled deadline carries its parent's values, ends at its deadline,
 // which is never later than the call's timeout and less than a tick
 // earlier, and comes back from the pool unexpired whether or not it
 // expired before.
-func TestBoundCtx(t *testing.T) {
+func TestPool(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var b bounds
+		var b Pool
 		const timeout = 64 * time.Millisecond // a tick of 1 ms
-		parent := context.WithValue(context.Background(), boundKey{}, "v")
+		parent := context.WithValue(context.Background(), valueKey{}, "v")
 		for round := range 3 {
 			start := time.Now()
-			c := b.bound(parent, start.Add(timeout), timeout)
+			c := b.Get(parent, start.Add(timeout), timeout)
 			if got, ok := c.Deadline(); !ok || !got.Equal(start.Add(timeout)) {
 				t.Fatalf("round %d: deadline %v %v, want %v: the first call of a tick sets it", round, got, ok, start.Add(timeout))
 			}
-			if got := c.Value(boundKey{}); got != "v" {
+			if got := c.Value(valueKey{}); got != "v" {
 				t.Fatalf("round %d: value %v, want the parent's", round, got)
 			}
 			if err := c.Err(); err != nil {
@@ -43,15 +43,15 @@ func TestBoundCtx(t *testing.T) {
 					t.Fatalf("round %d: Err %v at the deadline", round, err)
 				}
 			}
-			b.release(c)
+			b.Put(c)
 			if round == 1 {
 				// an expired context may still be in the hands of the
 				// store that the caller abandoned: it is not reused
-				if next := b.bound(parent, time.Now().Add(timeout), timeout); next == c {
+				if next := b.Get(parent, time.Now().Add(timeout), timeout); next == c {
 					t.Fatalf("round %d: an expired context came back from the pool", round)
 				}
 			}
-			time.Sleep(2 * tickOf(timeout)) // the next round starts a tick of its own
+			time.Sleep(2 * Of(timeout)) // the next round starts a tick of its own
 		}
 	})
 }
@@ -60,12 +60,12 @@ func TestBoundCtx(t *testing.T) {
 // with it one timer; a call a tick later, or one whose timeout would end
 // before the newest tick's deadline, gets a deadline of its own. No call's
 // deadline is later than its start plus its timeout, or a tick earlier.
-func TestBoundCtxSharesTicks(t *testing.T) {
+func TestPoolSharesTicks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var b bounds
+		var b Pool
 		const timeout = 64 * time.Millisecond
 		const tick = timeout / 64 // a call keeps at least 63/64 of its timeout
-		within := func(c *boundCtx, start time.Time) {
+		within := func(c *Ctx, start time.Time) {
 			t.Helper()
 			at, _ := c.Deadline()
 			if want := start.Add(timeout); at.After(want) || !at.After(want.Add(-tick)) {
@@ -73,18 +73,18 @@ func TestBoundCtxSharesTicks(t *testing.T) {
 			}
 		}
 		start := time.Now()
-		first := b.bound(context.Background(), start.Add(timeout), timeout)
+		first := b.Get(context.Background(), start.Add(timeout), timeout)
 		within(first, start)
 
 		time.Sleep(tick / 2)
-		second := b.bound(context.Background(), time.Now().Add(timeout), timeout)
+		second := b.Get(context.Background(), time.Now().Add(timeout), timeout)
 		within(second, time.Now())
 		if second.Done() != first.Done() {
 			t.Fatal("two calls half a tick apart have deadlines of their own")
 		}
 
 		time.Sleep(tick / 2)
-		third := b.bound(context.Background(), time.Now().Add(timeout), timeout)
+		third := b.Get(context.Background(), time.Now().Add(timeout), timeout)
 		within(third, time.Now())
 		if third.Done() == first.Done() {
 			t.Fatal("a call a tick after the first shares its deadline")
@@ -92,7 +92,7 @@ func TestBoundCtxSharesTicks(t *testing.T) {
 
 		// a call stamped before the newest tick began, whose deadline
 		// comes first, does not take the later one
-		early := b.bound(context.Background(), start.Add(timeout), timeout)
+		early := b.Get(context.Background(), start.Add(timeout), timeout)
 		within(early, start)
 		if early.Done() == third.Done() {
 			t.Fatal("an earlier call took a later deadline")
@@ -100,11 +100,43 @@ func TestBoundCtxSharesTicks(t *testing.T) {
 
 		time.Sleep(timeout)
 		synctest.Wait()
-		for i, c := range []*boundCtx{first, second, third, early} {
+		for i, c := range []*Ctx{first, second, third, early} {
 			if !errors.Is(c.Err(), context.DeadlineExceeded) {
 				t.Errorf("call %d: not done a timeout after it started", i)
 			}
-			b.release(c)
+			b.Put(c)
 		}
 	})
+}
+
+// lateTimer is a context whose deadline has passed while its timer has not
+// ended it yet, as go-redis can see one: Err is still nil.
+type lateTimer struct {
+	context.Context
+	at time.Time
+}
+
+func (c lateTimer) Deadline() (time.Time, bool) { return c.at, true }
+
+// Expired tells a context that ended, or whose deadline passed before its
+// timer fired, from one still live.
+func TestExpired(t *testing.T) {
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	now := time.Now()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		want error
+	}{
+		{"no deadline", context.Background(), nil},
+		{"canceled", canceled, context.Canceled},
+		{"deadline passed, timer not fired", lateTimer{context.Background(), now.Add(-time.Millisecond)}, context.DeadlineExceeded},
+		{"deadline now", lateTimer{context.Background(), now}, context.DeadlineExceeded},
+		{"deadline ahead", lateTimer{context.Background(), now.Add(time.Hour)}, nil},
+	} {
+		if got := Expired(tc.ctx); !errors.Is(got, tc.want) || (got == nil) != (tc.want == nil) {
+			t.Errorf("%s: Expired %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
