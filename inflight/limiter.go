@@ -54,14 +54,17 @@ type Result struct {
 // goroutine renews the leases of its running requests; [Limiter.Close]
 // stops it.
 type Limiter struct {
-	client   redis.Scripter
-	keeps    bool // the client returns by its context's deadline by itself
-	prefix   string
-	lease    time.Duration
-	timeout  time.Duration
-	policy   core.FailurePolicy
-	replicas int
-	onError  func(error)
+	client redis.Scripter
+	keeps  bool // the client returns by its context's deadline by itself
+	// deadlines are the pooled deadlines of the calls to a client that
+	// keeps them (see do)
+	deadlines tickctx.Pool
+	prefix    string
+	lease     time.Duration
+	timeout   time.Duration
+	policy    core.FailurePolicy
+	replicas  int
+	onError   func(error)
 
 	local localSlots
 

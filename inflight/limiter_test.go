@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -297,7 +298,15 @@ func TestCallerDeadlineAgainstSilentRedis(t *testing.T) {
 			t.Fatalf("call %d, the caller's 20 ms deadline first: %+v, %v; want its context's error", i, res, err)
 		}
 	}
-	impatient, err := inflight.New(rdb, inflight.WithTimeout(20*time.Millisecond))
+	var (
+		mu   sync.Mutex
+		told []error
+	)
+	impatient, err := inflight.New(rdb, inflight.WithTimeout(20*time.Millisecond), inflight.OnError(func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, err)
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,6 +316,11 @@ func TestCallerDeadlineAgainstSilentRedis(t *testing.T) {
 		t.Fatalf("past the Limiter's deadline: %+v, %v; want a local slot", res, err)
 	}
 	le.Release(context.Background())
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) == 0 || !errors.Is(told[0], context.DeadlineExceeded) {
+		t.Fatalf("OnError was told %v; want the Limiter's deadline first", told)
+	}
 }
 
 // silentServer accepts connections and never answers; it stops with the
