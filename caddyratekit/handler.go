@@ -344,8 +344,10 @@ const (
 // returns a caddyhttp.HandlerError for the error routes: 429 wrapping
 // [ErrLimited] when a rule denies; the fail-closed status (503 by default)
 // wrapping core.ErrUnavailable when Redis is down under fail closed; 401
-// wrapping core.ErrNoIdentity under no_identity 401; 500 when a rule's
-// matcher fails or the configuration is wrong.
+// wrapping core.ErrNoIdentity under no_identity 401; 503 wrapping the
+// request's context's error when the request ended (its client gone)
+// before a decision; 500 when a rule's matcher fails or the configuration
+// is wrong.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	vars, _ := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any) // Caddy's request variables
 	if h.usesIP && !h.warnedLeft.Load() {

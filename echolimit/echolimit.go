@@ -66,8 +66,10 @@ func WithDeniedHandler(denied func(c echo.Context, d core.Decision) error) Optio
 // [core.ErrUnavailable] when the store is unavailable and the Limiter fails
 // closed (Retry-After is already set; status is the fail-closed status, 503
 // by default), [core.ErrNoIdentity] when a rule found no identity under
-// [adapter.NoIdentity401] (401), and is a misconfiguration otherwise (500). err's text is for logs: do not
-// send it to clients.
+// [adapter.NoIdentity401] (401), the request's context's error
+// (context.Canceled or context.DeadlineExceeded) when it ended before a
+// decision (503), and is a misconfiguration otherwise (500). err's text is
+// for logs: do not send it to clients.
 func WithErrorHandler(onError func(c echo.Context, status int, err error) error) Option {
 	return adapter.WithHook("WithErrorHandler", onError == nil, func(h *hooks) { h.onError = onError })
 }

@@ -90,7 +90,7 @@ func Example_adapter() {
 				return
 			}
 			w.Header().Set("Content-Type", adapter.ProblemContentType)
-			w.WriteHeader(out.Status) // 429, the fail-closed status, 401 or 500
+			w.WriteHeader(out.Status) // 429, the fail-closed status, 401, 503 or 500
 			w.Write(out.Body)
 		})
 	}

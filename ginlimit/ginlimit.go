@@ -62,8 +62,11 @@ func WithDeniedHandler(denied func(c *gin.Context, d core.Decision)) Option {
 // [core.ErrUnavailable] when the store is unavailable and the Limiter fails
 // closed (Retry-After is already set; status is the fail-closed status, 503
 // by default), [core.ErrNoIdentity] when a rule found no identity under
-// [adapter.NoIdentity401] (401), and is a misconfiguration otherwise (500). The middleware aborts the chain
-// after onError. err's text is for logs: do not send it to clients.
+// [adapter.NoIdentity401] (401), the request's context's error
+// (context.Canceled or context.DeadlineExceeded) when it ended before a
+// decision (503), and is a misconfiguration otherwise (500). The middleware
+// aborts the chain after onError. err's text is for logs: do not send it
+// to clients.
 func WithErrorHandler(onError func(c *gin.Context, status int, err error)) Option {
 	return adapter.WithHook("WithErrorHandler", onError == nil, func(h *hooks) { h.onError = onError })
 }

@@ -51,8 +51,10 @@
 // subject is the rule's name. When the store is unavailable and the Limiter
 // fails closed, a call fails with codes.Unavailable and a RetryInfo; under
 // [adapter.NoIdentity401], a call without an identity fails with
-// codes.Unauthenticated; any other error (a misconfigured rule) fails it
-// with codes.Internal, whose message says nothing of the cause.
+// codes.Unauthenticated; a call whose context ends before a decision fails
+// with its context's code (codes.Canceled or codes.DeadlineExceeded); any
+// other error (a misconfigured rule) fails it with codes.Internal, whose
+// message says nothing of the cause.
 // [WithDeniedHandler] and [WithErrorHandler] replace these answers.
 //
 // # Streams
@@ -148,8 +150,10 @@ func WithDeniedHandler(denied func(ctx context.Context, fullMethod string, d cor
 // made, with code the code the default answer would have: err wraps
 // [core.ErrUnavailable] when the store is unavailable and the Limiter fails
 // closed (codes.Unavailable), [core.ErrNoIdentity] when a rule found no
-// identity under [adapter.NoIdentity401] (codes.Unauthenticated), and is a
-// misconfiguration otherwise (codes.Internal). The call fails with the error onError returns, or with
+// identity under [adapter.NoIdentity401] (codes.Unauthenticated), the
+// call's context's error when it ended before a decision (codes.Canceled or
+// codes.DeadlineExceeded), and is a misconfiguration otherwise
+// (codes.Internal). The call fails with the error onError returns, or with
 // the default answer if it returns nil. err's text is for logs: do not send
 // it to clients.
 func WithErrorHandler(onError func(ctx context.Context, fullMethod string, code codes.Code, err error) error) Option {

@@ -402,6 +402,55 @@ func TestMisconfigured(t *testing.T) {
 	}
 }
 
+// A call whose context ends before the decision fails with its context's
+// code, Canceled or DeadlineExceeded, not Internal: the limiter did not
+// fail. The error handler is told that code.
+func TestCallEnded(t *testing.T) {
+	for _, tc := range []struct {
+		end  func(context.Context) (context.Context, context.CancelFunc)
+		code codes.Code
+	}{
+		{func(ctx context.Context) (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(ctx)
+			cancel()
+			return ctx, cancel
+		}, codes.Canceled},
+		{func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return context.WithDeadline(ctx, time.Now().Add(-time.Second))
+		}, codes.DeadlineExceeded},
+	} {
+		t.Run(tc.code.String(), func(t *testing.T) {
+			l := adaptertest.NewLimiterOver(t, adaptertest.FailingStore{}, core.WithFailurePolicy(core.FailClosed))
+			rules := []core.Rule{fixed("default", 10, keyfuncs.Static("all"))}
+			end := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+				ctx, cancel := tc.end(ctx)
+				defer cancel()
+				return handler(ctx, req)
+			}
+			told := make(chan codes.Code, 1)
+			limit := grpclimit.MustUnaryServerInterceptor(l, rules, grpclimit.WithErrorHandler(
+				func(_ context.Context, _ string, code codes.Code, err error) error {
+					if errors.Is(err, core.ErrUnavailable) {
+						t.Errorf("error handler: %v, want the context's error alone", err)
+					}
+					told <- code
+					return nil
+				}))
+			conn, svc := serve(t, grpc.ChainUnaryInterceptor(end, limit))
+			_, _, err := say(t, conn, "hi")
+			if got := status.Code(err); got != tc.code {
+				t.Errorf("call: %v, want %v", err, tc.code)
+			}
+			if got := <-told; got != tc.code {
+				t.Errorf("error handler told %v, want %v", got, tc.code)
+			}
+			if got := svc.handled.Load(); got != 0 {
+				t.Errorf("the handler ran %d times, want never", got)
+			}
+		})
+	}
+}
+
 func TestCustomHandlers(t *testing.T) {
 	l := adaptertest.NewLimiterOver(t, adaptertest.FailingStore{}, core.WithFailurePolicy(core.FailClosed))
 	denied := func(_ context.Context, fullMethod string, d core.Decision) error {

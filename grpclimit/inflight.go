@@ -167,6 +167,8 @@ func inFlightFailedError(out *inflight.Outcome) error {
 		return withDetails(st, &errdetails.RetryInfo{RetryDelay: durationpb.New(retry)}).Err()
 	case errors.Is(out.Err, core.ErrNoIdentity):
 		return errInFlightNoIdentity
+	case errors.Is(out.Err, context.Canceled) || errors.Is(out.Err, context.DeadlineExceeded):
+		return status.FromContextError(out.Err).Err() // the call's own end: Canceled or DeadlineExceeded
 	}
 	return errInFlightFailed
 }

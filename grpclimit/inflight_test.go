@@ -218,3 +218,21 @@ func TestInFlightServer(t *testing.T) {
 		t.Errorf("call once the stream ended: %q, %v", got, err)
 	}
 }
+
+// A call whose context ends before its slot is decided fails with its
+// context's code, not Internal: the concurrency limiter did not fail.
+func TestInFlightCallEnded(t *testing.T) {
+	l, _ := adaptertest.NewInFlightLimiter(t)
+	rule := inflight.Rule{Name: "calls", Limit: 1, Key: keyfuncs.Static("all")}
+	limit := grpclimit.MustInFlightUnaryServerInterceptor(l, rule)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	ran := false
+	_, err := limit(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/echo.Echo/Say"}, func(context.Context, any) (any, error) {
+		ran = true
+		return nil, nil
+	})
+	if got := status.Code(err); got != codes.Canceled || ran {
+		t.Errorf("a call whose context ended: %v, handler ran %v; want Canceled, and no handler", err, ran)
+	}
+}

@@ -1,6 +1,7 @@
 package grpclimit
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"time"
@@ -70,6 +71,8 @@ func failedError(out *adapter.Outcome) error {
 		return withDetails(st, &errdetails.RetryInfo{RetryDelay: durationpb.New(retry)}).Err()
 	case errors.Is(out.Err, core.ErrNoIdentity):
 		return errNoIdentity
+	case errors.Is(out.Err, context.Canceled) || errors.Is(out.Err, context.DeadlineExceeded):
+		return status.FromContextError(out.Err).Err() // the call's own end: Canceled or DeadlineExceeded
 	}
 	return errFailed
 }

@@ -1,6 +1,7 @@
 package inflight
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -61,6 +62,7 @@ type Guard struct {
 	limited    []byte
 	failClosed []byte
 	noIdentity []byte
+	ended      []byte
 	failed     []byte
 }
 
@@ -105,6 +107,7 @@ func newGuard(l *Limiter, rule Rule, cfg adapter.Config) (*Guard, error) {
 		limited:    adapter.Problem(http.StatusTooManyRequests, "Too many requests of this client are in progress; retry after the number of seconds in Retry-After."),
 		failClosed: adapter.Problem(cfg.FailClosedStatus, "The concurrency limiter cannot decide right now; retry after the number of seconds in Retry-After."),
 		noIdentity: adapter.Problem(http.StatusUnauthorized, "The request does not identify its client, which this route requires."),
+		ended:      adapter.Problem(http.StatusServiceUnavailable, "The request ended before the concurrency limiter could decide."),
 		failed:     adapter.Problem(http.StatusInternalServerError, "The concurrency limiter failed."),
 	}, nil
 }
@@ -114,8 +117,8 @@ type Outcome struct {
 	// Status is 0 when the request may proceed, else the status to answer
 	// with: 429 when the cap is reached, the fail-closed status (503 by
 	// default) when Redis is unavailable and the Limiter fails closed, 401
-	// for a request without identity under [adapter.NoIdentity401], 500
-	// otherwise.
+	// for a request without identity under [adapter.NoIdentity401], 503
+	// when the request's context ended before a decision, 500 otherwise.
 	Status int
 	// Lease is the slot the request holds while it runs, nil when it holds
 	// none (skipped, or denied). Release it when the handler returns,
@@ -125,9 +128,10 @@ type Outcome struct {
 	Result Result
 	// Err is nil for a decision, and otherwise the error that stopped it:
 	// it wraps [core.ErrUnavailable] when the Limiter fails closed,
-	// [core.ErrNoIdentity] under [adapter.NoIdentity401], and is a
-	// misconfiguration or a refusal of Redis otherwise. Its text is for
-	// logs, never for clients.
+	// [core.ErrNoIdentity] under [adapter.NoIdentity401],
+	// context.Canceled or context.DeadlineExceeded when the request's
+	// context ended before a decision, and is a misconfiguration or a
+	// refusal of Redis otherwise. Its text is for logs, never for clients.
 	Err error
 	// Body is the default problem+json body ([adapter.ProblemContentType])
 	// for Status, nil when the request proceeds. It is shared: never
@@ -206,6 +210,9 @@ func (g *Guard) Enter(req core.Request) Outcome {
 		return Outcome{Status: http.StatusTooManyRequests, Result: res, Body: g.limited}
 	case errors.Is(err, core.ErrUnavailable):
 		return Outcome{Status: g.cfg.FailClosedStatus, Result: res, Err: err, Body: g.failClosed}
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		// the request's context ended first: not the limiter's failure
+		return Outcome{Status: http.StatusServiceUnavailable, Result: res, Err: err, Body: g.ended}
 	}
 	return Outcome{Status: http.StatusInternalServerError, Result: res, Err: err, Body: g.failed}
 }

@@ -35,7 +35,8 @@ func WithDeniedHandler(denied func(w http.ResponseWriter, r *http.Request, res R
 // made, with status the status the default answer would have: err wraps
 // core.ErrUnavailable when Redis is unavailable and the Limiter fails
 // closed (Retry-After is already set on w; status is the fail-closed
-// status), core.ErrNoIdentity under [adapter.NoIdentity401] (401), and is
+// status), core.ErrNoIdentity under [adapter.NoIdentity401] (401), the
+// request's context's error when it ended before a decision (503), and is
 // a misconfiguration or a refusal of Redis otherwise (500). Its text is for
 // logs: do not send it to clients.
 func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, status int, err error)) MiddlewareOption {

@@ -168,6 +168,34 @@ func TestMiddlewareAnswers(t *testing.T) {
 	}
 }
 
+// A request whose context ended before its slot was decided gets 503 and
+// the context's error, under every failure policy, and its handler never
+// runs: the client is gone or out of time, and nothing failed.
+func TestMiddlewareRequestEnded(t *testing.T) {
+	rule := inflight.Rule{Name: "r", Limit: 1, Key: byHeader}
+	for _, policy := range []core.FailurePolicy{core.FailLocal, core.FailOpen, core.FailClosed} {
+		l, _ := newLimiter(t, inflight.WithFailurePolicy(policy))
+		var told error
+		ran := false
+		h := inflight.MustMiddleware(l, rule, inflight.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, status int, err error) {
+			told = err
+			w.WriteHeader(status)
+		}))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "/", nil).WithContext(ctx)
+		r.Header.Set("X-Client", "a")
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusServiceUnavailable || !errors.Is(told, context.Canceled) || errors.Is(told, core.ErrUnavailable) || ran {
+			t.Errorf("%v: status %d, error %v, handler ran %v; want 503 and the context's error alone", policy, w.Code, told, ran)
+		}
+		w = httptest.NewRecorder()
+		inflight.MustMiddleware(l, rule)(http.NotFoundHandler()).ServeHTTP(w, r)
+		checkProblem(t, w, http.StatusServiceUnavailable)
+	}
+}
+
 // A custom denied handler gets the result; an outer, longer Retry-After
 // stays.
 func TestMiddlewareDeniedHandler(t *testing.T) {

@@ -76,8 +76,10 @@ func WithDeniedHandler(denied func(w http.ResponseWriter, r *http.Request, d cor
 // [core.ErrUnavailable] when the store is unavailable and the Limiter fails
 // closed (Retry-After is already set on w; status is the fail-closed
 // status, 503 by default), [core.ErrNoIdentity] when a rule found no
-// identity under [adapter.NoIdentity401] (401), and is a misconfiguration
-// otherwise (500). Its text is for logs: do not send it to clients.
+// identity under [adapter.NoIdentity401] (401), the request's context's
+// error (context.Canceled or context.DeadlineExceeded) when it ended before
+// a decision (503), and is a misconfiguration otherwise (500). Its text is
+// for logs: do not send it to clients.
 func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, status int, err error)) Option {
 	return adapter.WithHook("WithErrorHandler", onError == nil, func(h *hooks) { h.onError = onError })
 }

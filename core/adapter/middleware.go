@@ -93,6 +93,7 @@ type Middleware struct {
 	never      []byte // 429 body when no wait helps
 	failClosed []byte
 	noIdentity []byte
+	ended      []byte
 	failed     []byte
 }
 
@@ -141,6 +142,7 @@ func newMiddleware(l *core.Limiter, rules []core.Rule, cfg Config) (*Middleware,
 	m.never = Problem(http.StatusTooManyRequests, "The request costs more than a rate limit allows at once; it will never be allowed.")
 	m.failClosed = Problem(cfg.FailClosedStatus, "The rate limiter cannot decide right now; retry after the number of seconds in Retry-After.")
 	m.noIdentity = Problem(http.StatusUnauthorized, "The request carries no identity to rate-limit.")
+	m.ended = Problem(http.StatusServiceUnavailable, "The request ended before the rate limiter could decide.")
 	m.failed = Problem(http.StatusInternalServerError, "The rate limiter failed.")
 	return m, nil
 }
@@ -231,9 +233,12 @@ type Outcome struct {
 	Headers Headers
 	// Err is nil for a decision, and otherwise the error that stopped it:
 	// it wraps [core.ErrUnavailable] when the store is unavailable and the
-	// Limiter fails closed, [core.ErrNoIdentity] under [NoIdentity401], and is a
-	// misconfiguration (a cost below 1, a bad key) otherwise. Its text is
-	// for logs, never for clients.
+	// Limiter fails closed, [core.ErrNoIdentity] under [NoIdentity401],
+	// context.Canceled or context.DeadlineExceeded when the request's
+	// context ended before a decision (Status 503: the client is gone or
+	// out of time, and the limiter did not fail), and is a misconfiguration
+	// (a cost below 1, a bad key) otherwise. Its text is for logs, never
+	// for clients.
 	Err error
 	// Body is the default problem+json body ([ProblemContentType]) for
 	// Status, nil when the request proceeds. It is shared: never modify it.
@@ -293,6 +298,9 @@ func (m *Middleware) Handle(req core.Request) Outcome {
 		return Outcome{Status: m.cfg.FailClosedStatus, Decision: d, Headers: retryAfterHeaders(longestRetry(d)), Err: err, Body: m.failClosed}
 	case errors.Is(err, core.ErrNoIdentity):
 		return Outcome{Status: http.StatusUnauthorized, Decision: d, Err: err, Body: m.noIdentity}
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		// the request's context ended first: not the limiter's failure
+		return Outcome{Status: http.StatusServiceUnavailable, Decision: d, Err: err, Body: m.ended}
 	default:
 		return Outcome{Status: http.StatusInternalServerError, Decision: d, Err: err, Body: m.failed}
 	}

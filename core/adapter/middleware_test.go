@@ -1,6 +1,7 @@
 package adapter_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -253,6 +254,41 @@ func TestMiddlewareError(t *testing.T) {
 		t.Errorf("%d header fields on an error, want none", out.Headers.Len())
 	}
 	checkProblem(t, out.Body, http.StatusInternalServerError)
+}
+
+// A request whose context ended before the decision is answered 503 with
+// the context's error, under every failure policy: the client is gone or
+// out of time, and neither the store nor a rule failed.
+func TestMiddlewareRequestEnded(t *testing.T) {
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	late, cancelLate := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelLate()
+	for _, policy := range []core.FailurePolicy{core.FailLocal, core.FailOpen, core.FailClosed} {
+		for _, tc := range []struct {
+			ctx  context.Context
+			want error
+		}{{canceled, context.Canceled}, {late, context.DeadlineExceeded}} {
+			l := adaptertest.NewLimiterOver(t, adaptertest.FailingStore{}, core.WithFailurePolicy(policy))
+			m, err := adapter.New(l, []core.Rule{adaptertest.FixedRule("default", 100)}, adapter.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest("GET", "/", nil).WithContext(tc.ctx)
+			r.Header.Set(adaptertest.ClientHeader, "a")
+			out := m.Handle(adapter.HTTPRequest(r))
+			if got, want := out.Status, http.StatusServiceUnavailable; got != want {
+				t.Fatalf("%v, %v: status %d, want %d (err %v)", policy, tc.want, got, want, out.Err)
+			}
+			if !errors.Is(out.Err, tc.want) || errors.Is(out.Err, core.ErrUnavailable) {
+				t.Errorf("%v: err %v, want the context's %v alone", policy, out.Err, tc.want)
+			}
+			if out.Limited() {
+				t.Errorf("%v: Limited() for a request that ended", policy)
+			}
+			checkProblem(t, out.Body, http.StatusServiceUnavailable)
+		}
+	}
 }
 
 func TestMiddlewareCopiesRules(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
+	"github.com/ratekit/ratekit/internal/tickctx"
 	"github.com/ratekit/ratekit/keyfuncs"
 )
 
@@ -423,8 +424,8 @@ func checkHandler(svc *service.Service, ipKey core.KeyFunc, log *slog.Logger) ht
 		case errors.Is(err, service.ErrNoConfig):
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
-		case r.Context().Err() != nil:
-			return // the gateway gave up
+		case tickctx.Expired(r.Context()) != nil:
+			return // the gateway gave up (its deadline passed, its timer fired or not)
 		default:
 			log.Warn("/check failed", "error", err)
 			http.Error(w, "The rate limiter failed.", http.StatusInternalServerError)
