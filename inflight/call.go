@@ -46,12 +46,8 @@ const (
 // connection's, would end it anyway.
 func (l *Limiter) do(ctx context.Context, timeout time.Duration, f func(context.Context) (any, error), late func(any, error)) (reply any, err error, abandoned bool) {
 	if l.keeps {
-		cctx := ctx
-		if at := time.Now().Add(timeout); !deadlineBy(ctx, at) {
-			pooled := l.deadlines.Get(ctx, at, timeout)
-			defer l.deadlines.Put(pooled)
-			cctx = pooled
-		}
+		cctx, pooled := l.deadlines.Within(ctx, timeout)
+		defer l.deadlines.Put(pooled)
 		reply, err := guarded(cctx, f)
 		return reply, deadlineError(ctx, cctx, err), false
 	}
@@ -121,10 +117,4 @@ func deadlineError(ctx, cctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w", errTimeout, context.DeadlineExceeded)
 	}
 	return err
-}
-
-// deadlineBy reports whether ctx has a deadline no later than at.
-func deadlineBy(ctx context.Context, at time.Time) bool {
-	t, ok := ctx.Deadline()
-	return ok && !t.After(at)
 }

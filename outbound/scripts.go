@@ -138,12 +138,9 @@ func (l *Limiter) call(ctx context.Context, f func(context.Context) (any, error)
 		cctx  context.Context
 	)
 	if l.keeps {
-		cctx = ctx
-		if at := time.Now().Add(l.cfg.timeout); !deadlineBy(ctx, at) {
-			pooled := l.deadlines.Get(ctx, at, l.cfg.timeout)
-			defer l.deadlines.Put(pooled)
-			cctx = pooled
-		}
+		var pooled *tickctx.Ctx
+		cctx, pooled = l.deadlines.Within(ctx, l.cfg.timeout)
+		defer l.deadlines.Put(pooled)
 		reply, err = f(cctx)
 	} else {
 		var cancel context.CancelFunc
@@ -159,12 +156,6 @@ func (l *Limiter) call(ctx context.Context, f func(context.Context) (any, error)
 	}
 	l.redisCalled(l.now().Sub(start), err)
 	return reply, err
-}
-
-// deadlineBy reports whether ctx has a deadline no later than at.
-func deadlineBy(ctx context.Context, at time.Time) bool {
-	t, ok := ctx.Deadline()
-	return ok && !t.After(at)
 }
 
 // detached runs f on a goroutine of its own and waits for it until ctx

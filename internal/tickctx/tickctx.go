@@ -67,6 +67,19 @@ func (p *Pool) Get(parent context.Context, at time.Time, timeout time.Duration) 
 	return c
 }
 
+// Within returns the context of a call of timeout from now within parent:
+// parent itself when its own deadline comes first, else a Ctx from the
+// pool, which it also returns for [Pool.Put] once the call returned (nil
+// when it returns parent).
+func (p *Pool) Within(parent context.Context, timeout time.Duration) (context.Context, *Ctx) {
+	at := time.Now().Add(timeout)
+	if t, ok := parent.Deadline(); ok && !t.After(at) {
+		return parent, nil
+	}
+	c := p.Get(parent, at, timeout)
+	return c, c
+}
+
 // tickFor returns a tick whose deadline is at most at and less than a
 // tick before it: the newest one if it is, else a new one, which becomes
 // the newest.
@@ -83,13 +96,14 @@ func (p *Pool) tickFor(at time.Time, timeout time.Duration) *tick {
 	return t
 }
 
-// Put ends c's use: c goes back to the pool, unless its deadline passed.
+// Put ends c's use: c goes back to the pool, unless its deadline passed
+// (or c is nil).
 // A call abandoned at its deadline may still be in the callee's hands
 // (queued in a pipeline, or waiting for a connection), which would read
 // the context after the caller left; only a call that returned in time is
 // surely done with it.
 func (p *Pool) Put(c *Ctx) {
-	if c.Err() != nil {
+	if c == nil || c.Err() != nil {
 		return
 	}
 	c.parent, c.tick = nil, nil

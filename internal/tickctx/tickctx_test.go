@@ -140,3 +140,28 @@ func TestExpired(t *testing.T) {
 		}
 	}
 }
+
+// Within gives a call its parent when the parent's deadline comes first,
+// else a pooled context whose deadline is the call's; putting back nil is
+// a no-op.
+func TestWithin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var p Pool
+		const timeout = 64 * time.Millisecond
+		short, cancel := context.WithTimeout(context.Background(), timeout/2)
+		defer cancel()
+		if ctx, c := p.Within(short, timeout); ctx != short || c != nil {
+			t.Fatalf("a parent whose deadline comes first: got %v, %v; want the parent itself", ctx, c)
+		}
+		p.Put(nil)
+		start := time.Now()
+		ctx, c := p.Within(context.Background(), timeout)
+		if c == nil || ctx != context.Context(c) {
+			t.Fatalf("a parent without a deadline: got %v, %v; want a pooled context", ctx, c)
+		}
+		if at, ok := ctx.Deadline(); !ok || !at.Equal(start.Add(timeout)) {
+			t.Fatalf("deadline %v %v, want %v", at, ok, start.Add(timeout))
+		}
+		p.Put(c)
+	})
+}
