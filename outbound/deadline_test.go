@@ -83,7 +83,11 @@ func TestDeadlineOnStoppedRedis(t *testing.T) {
 					t.Fatalf("reservation %d on the stopped server: %v, or a turn from Redis; want a turn of this process's share", i, err)
 				}
 			}
-			for i, err := range obs.since(before) {
+			errs := obs.since(before)
+			if len(errs) < 3 {
+				t.Fatalf("%d Redis calls for 3 reservations on the stopped server: %v", len(errs), errs)
+			}
+			for i, err := range errs {
 				if !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("Redis call %d on the stopped server: %v; want the Limiter's timeout", i, err)
 				}
