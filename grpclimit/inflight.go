@@ -16,6 +16,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/inflight"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // WithInFlightDeniedHandler replaces the default answer of the InFlight
@@ -167,7 +168,7 @@ func inFlightFailedError(out *inflight.Outcome) error {
 		return withDetails(st, &errdetails.RetryInfo{RetryDelay: durationpb.New(retry)}).Err()
 	case errors.Is(out.Err, core.ErrNoIdentity):
 		return errInFlightNoIdentity
-	case errors.Is(out.Err, context.Canceled) || errors.Is(out.Err, context.DeadlineExceeded):
+	case tickctx.Ended(out.Err):
 		return status.FromContextError(out.Err).Err() // the call's own end: Canceled or DeadlineExceeded
 	}
 	return errInFlightFailed

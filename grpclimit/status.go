@@ -1,7 +1,6 @@
 package grpclimit
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // The answers that carry nothing of the call.
@@ -71,7 +71,7 @@ func failedError(out *adapter.Outcome) error {
 		return withDetails(st, &errdetails.RetryInfo{RetryDelay: durationpb.New(retry)}).Err()
 	case errors.Is(out.Err, core.ErrNoIdentity):
 		return errNoIdentity
-	case errors.Is(out.Err, context.Canceled) || errors.Is(out.Err, context.DeadlineExceeded):
+	case tickctx.Ended(out.Err):
 		return status.FromContextError(out.Err).Err() // the call's own end: Canceled or DeadlineExceeded
 	}
 	return errFailed

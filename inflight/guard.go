@@ -1,7 +1,6 @@
 package inflight
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/core/adapter"
 	"github.com/ratekit/ratekit/internal/storekey"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // Rule is one concurrency limit applied to requests: at most Limit
@@ -210,7 +210,7 @@ func (g *Guard) Enter(req core.Request) Outcome {
 		return Outcome{Status: http.StatusTooManyRequests, Result: res, Body: g.limited}
 	case errors.Is(err, core.ErrUnavailable):
 		return Outcome{Status: g.cfg.FailClosedStatus, Result: res, Err: err, Body: g.failClosed}
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+	case tickctx.Ended(err):
 		// the request's context ended first: not the limiter's failure
 		return Outcome{Status: http.StatusServiceUnavailable, Result: res, Err: err, Body: g.ended}
 	}

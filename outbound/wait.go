@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // errVoided is a turn that a pause made since voids.
@@ -116,7 +118,7 @@ func (l *Limiter) maxWait(actBy time.Time) time.Duration {
 
 // outcomeOf returns the outcome of a wait that ended in err.
 func outcomeOf(err error) string {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if tickctx.Ended(err) {
 		return OutcomeCanceled
 	}
 	return OutcomeError

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/tickctx"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -298,7 +299,7 @@ func (m *Middleware) Handle(req core.Request) Outcome {
 		return Outcome{Status: m.cfg.FailClosedStatus, Decision: d, Headers: retryAfterHeaders(longestRetry(d)), Err: err, Body: m.failClosed}
 	case errors.Is(err, core.ErrNoIdentity):
 		return Outcome{Status: http.StatusUnauthorized, Decision: d, Err: err, Body: m.noIdentity}
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+	case tickctx.Ended(err):
 		// the request's context ended first: not the limiter's failure
 		return Outcome{Status: http.StatusServiceUnavailable, Decision: d, Err: err, Body: m.ended}
 	default:

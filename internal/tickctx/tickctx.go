@@ -16,6 +16,7 @@ package tickctx
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,6 +129,13 @@ func (c *Ctx) Err() error {
 
 // Value implements context.Context with the parent's values.
 func (c *Ctx) Value(key any) any { return c.parent.Value(key) }
+
+// Ended reports whether err is a context's ending, context.Canceled or
+// context.DeadlineExceeded, wrapped or not: a caller that went away or ran
+// out of time, which the limiters and adapters tell from a failure.
+func Ended(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
 
 // Expired returns ctx's error, or context.DeadlineExceeded once ctx's
 // deadline has passed even though ctx's timer has not closed Done yet. A

@@ -3,6 +3,7 @@ package tickctx
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -164,4 +165,21 @@ func TestWithin(t *testing.T) {
 		}
 		p.Put(c)
 	})
+}
+
+// Ended tells a context's ending, wrapped or not, from any other error.
+func TestEnded(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{context.Canceled, true},
+		{fmt.Errorf("ratekit: %w", context.DeadlineExceeded), true},
+		{errors.New("ratekit: store unavailable"), false},
+		{nil, false},
+	} {
+		if got := Ended(tc.err); got != tc.want {
+			t.Errorf("Ended(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
 }
