@@ -36,7 +36,7 @@ local function slidingcounter_check(key, now, rate, period, burst, n)
   local weighted = p * (period - (now - start)) / period
   -- a hash without sw is absent or an old fixed window's: the commit clears it
   local s = {w = w, c = c + n, p = p, expire_at = start + 2 * period, retry = 0, reset = 0,
-    fresh = not stored[1]}
+    fresh = not stored[1], same = sw == w}
   s.remaining = math.max(0, math.floor(rate - weighted - c))
   if c > 0 then
     s.reset = start + 2 * period - now
@@ -64,6 +64,12 @@ local function slidingcounter_check(key, now, rate, period, burst, n)
 end
 
 local function slidingcounter_commit(key, now, s)
+  if s.same then
+    -- this window's hash: its sw and sp stand, and so does the expiry its
+    -- window's first write set, at the same instant this one would
+    redis.call('HSET', key, 'sc', s.c)
+    return
+  end
   if s.fresh then redis.call('DEL', key) end
   redis.call('HSET', key, 'sw', string.format('%d', s.w), 'sc', s.c, 'sp', s.p)
   redis.call('PEXPIRE', key, math.ceil((s.expire_at - now) / 1000) + 1)

@@ -37,11 +37,17 @@ end
 local start = w * period
 local weighted = p * (period - (now - start)) / period
 if n <= rate and weighted + c + n <= rate then
-  -- a hash without sw is absent or an old fixed window's: cleared first
-  if not stored[1] then redis.call('DEL', key) end
-  redis.call('HSET', key, 'sw', string.format('%d', w), 'sc', c + n, 'sp', p)
   local ends = start + 2 * period - now
-  redis.call('PEXPIRE', key, math.ceil(ends / 1000) + 1)
+  if sw == w then
+    -- this window's hash: its sw and sp stand, and so does the expiry its
+    -- window's first write set, at the same instant this one would
+    redis.call('HSET', key, 'sc', c + n)
+  else
+    -- a hash without sw is absent or an old fixed window's: cleared first
+    if not stored[1] then redis.call('DEL', key) end
+    redis.call('HSET', key, 'sw', string.format('%d', w), 'sc', c + n, 'sp', p)
+    redis.call('PEXPIRE', key, math.ceil(ends / 1000) + 1)
+  end
   return string.format('1 %d 0 %d', math.floor(rate - weighted - c - n), ends)
 end
 local reset = 0
