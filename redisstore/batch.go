@@ -513,8 +513,10 @@ func newScriptCmd(ctx context.Context, sc *script, args []any) redis.Cmder {
 		SetFirstKeyPos(int8)
 	}
 	switch {
-	case sc.manyReply:
+	case sc.manyReply && sc.intReply:
 		cmd = redis.NewIntSliceCmd(ctx, args...)
+	case sc.manyReply:
+		cmd = redis.NewStringSliceCmd(ctx, args...)
 	case sc.intReply:
 		cmd = redis.NewIntCmd(ctx, args...)
 	default:
@@ -620,17 +622,37 @@ func (m *mergedCall) build() {
 	}
 }
 
-// answer hands each call of m its reply from m's.
+// answer hands each call of m its reply from m's: an integer or a string,
+// as m's script answers.
 func (m *mergedCall) answer() {
-	replies, err := m.cmd.(*redis.IntSliceCmd).Result()
-	if err == nil && len(replies) != len(m.calls) {
-		err = fmt.Errorf("%w: %d replies for %d calls", core.ErrMalformedReply, len(replies), len(m.calls))
+	var (
+		ints  []int64
+		strs  []string
+		n     int
+		err   error
+		isInt bool
+	)
+	switch cmd := m.cmd.(type) {
+	case *redis.IntSliceCmd:
+		ints, err = cmd.Result()
+		n, isInt = len(ints), true
+	case *redis.StringSliceCmd:
+		strs, err = cmd.Result()
+		n = len(strs)
+	default:
+		err = fmt.Errorf("%w: %T command", core.ErrMalformedReply, cmd)
+	}
+	if err == nil && n != len(m.calls) {
+		err = fmt.Errorf("%w: %d replies for %d calls", core.ErrMalformedReply, n, len(m.calls))
 	}
 	for i, c := range m.calls {
-		if err != nil {
+		switch {
+		case err != nil:
 			c.err = err
-		} else {
-			c.ireply = replies[i]
+		case isInt:
+			c.ireply = ints[i]
+		default:
+			c.sreply = strs[i]
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -159,24 +160,27 @@ func TestBatchingMerged(t *testing.T) {
 			if err := tc.client.ScriptFlush(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			var merged, evals atomic.Int64
-			tc.client.AddHook(countMerged{&merged, &evals})
+			var merged, evals, slidingMerged atomic.Int64
+			tc.client.AddHook(countMerged{&merged, &evals, &slidingMerged})
 			s := testkit.MustRedis(tc.client, redisstore.WithBatching(redisstore.Batching{MaxBatch: 64, Parallel: 1, MaxWait: 2 * time.Millisecond}))
 			defer s.Close()
 			const burst, ids = 20, 4
 			gcra := core.PerHour(burst)
 			fixed := core.PerHour(burst).WithAlgorithm(core.FixedWindow)
-			var gkeys, fkeys [ids]string
+			sliding := slidingMidWindow(t, burst)
+			var gkeys, fkeys, skeys [ids]string
 			for i := range ids {
 				gkeys[i] = testkit.UniqueKey(t, "merged-gcra")
 				fkeys[i] = testkit.UniqueKey(t, "merged-fixed")
+				skeys[i] = testkit.UniqueKey(t, "merged-sliding")
 			}
 			type allowed struct{ cost, remaining int }
 			var (
-				mu       sync.Mutex
-				got      [ids][]allowed
-				fixedGot [ids][]allowed
-				wg       sync.WaitGroup
+				mu         sync.Mutex
+				got        [ids][]allowed
+				fixedGot   [ids][]allowed
+				slidingGot [ids][]allowed
+				wg         sync.WaitGroup
 			)
 			ctx := context.Background()
 			for g := range 64 {
@@ -203,7 +207,18 @@ func TestBatchingMerged(t *testing.T) {
 						if cost > burst && (f.Allowed || !f.Never()) {
 							t.Errorf("fixed: cost %d over rate %d: %+v, want denied, never", cost, burst, f)
 						}
+						sw, err := testkit.AllowOne(s, ctx, skeys[id], sliding, cost)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if cost > burst && (sw.Allowed || !sw.Never()) {
+							t.Errorf("sliding counter: cost %d over rate %d: %+v, want denied, never", cost, burst, sw)
+						}
 						mu.Lock()
+						if sw.Allowed {
+							slidingGot[id] = append(slidingGot[id], allowed{cost, sw.Remaining})
+						}
 						if r.Allowed {
 							got[id] = append(got[id], allowed{cost, r.Remaining})
 						}
@@ -219,8 +234,11 @@ func TestBatchingMerged(t *testing.T) {
 			if merged.Load() == 0 || evals.Load() == 0 {
 				t.Fatal("no calls shared a script call, or none went by EVAL: the fixture does not test merging after NOSCRIPT")
 			}
+			if slidingMerged.Load() == 0 {
+				t.Fatal("no sliding counter calls shared a script call")
+			}
 			for id := range ids {
-				for alg, calls := range map[string][]allowed{"gcra": got[id], "fixed": fixedGot[id]} {
+				for alg, calls := range map[string][]allowed{"gcra": got[id], "fixed": fixedGot[id], "sliding counter": slidingGot[id]} {
 					slices.SortFunc(calls, func(a, b allowed) int { return b.remaining - a.remaining })
 					left := burst
 					for _, c := range calls {
@@ -233,7 +251,7 @@ func TestBatchingMerged(t *testing.T) {
 						t.Errorf("identity %d, %s: %d units left unspent under a demand of about 90", id, alg, left)
 					}
 				}
-				for _, k := range []string{gkeys[id], fkeys[id]} {
+				for _, k := range []string{gkeys[id], fkeys[id], skeys[id]} {
 					if ttl, err := tc.client.PTTL(ctx, k).Result(); err != nil || ttl < 0 {
 						t.Errorf("PTTL %s = %v, %v: want an expiry", k, ttl, err)
 					}
@@ -243,15 +261,32 @@ func TestBatchingMerged(t *testing.T) {
 	}
 }
 
-// countMerged counts the script calls that decide more than one call, and
-// those of them sent by EVAL.
-type countMerged struct{ n, evals *atomic.Int64 }
+// slidingMidWindow returns a sliding window counter's limit of rate units
+// whose current window is hours from either edge, so that a test's calls
+// all count in the first window of their keys, where the algorithm is
+// exact: a day, or 25 hours near midnight (UTC), whose windows turn at
+// other hours.
+func slidingMidWindow(t *testing.T, rate int) core.Limit {
+	t.Helper()
+	l := core.Limit{Rate: rate, Period: 24 * time.Hour, Burst: rate, Algorithm: core.SlidingWindowCounter}
+	if into := time.Duration(time.Now().UnixNano()) % l.Period; into < time.Hour || into > l.Period-time.Hour {
+		l.Period += time.Hour
+	}
+	return l
+}
+
+// countMerged counts the script calls that decide more than one call,
+// those of them sent by EVAL, and those on sliding counters' keys.
+type countMerged struct{ n, evals, sliding *atomic.Int64 }
 
 func (h countMerged) count(cmd redis.Cmder) {
 	if a := cmd.Args(); len(a) > 3 && (a[0] == "evalsha" || a[0] == "eval") && a[2] != 1 {
 		h.n.Add(1)
 		if a[0] == "eval" {
 			h.evals.Add(1)
+		}
+		if k, _ := a[3].(string); strings.Contains(k, "merged-sliding") {
+			h.sliding.Add(1)
 		}
 	}
 }

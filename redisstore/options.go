@@ -68,10 +68,12 @@ const (
 // once. A lone caller goes out at once, on its own goroutine, so batching
 // adds no wait of its own unless b.MaxWait asks for one.
 //
-// One-key GCRA and fixed-window calls of one limit that share a pipeline
-// are decided by one script call, in the order they queued, as if each had
-// run alone at the same instant: Redis then reads its clock once, reads
-// all their keys at once and writes each key once. Through a *redis.Client
+// One-key GCRA, fixed-window and sliding-window-counter calls of one limit
+// that share a pipeline are decided by one script call, in the order they
+// queued, as if each had run alone at the same instant: Redis pays a
+// script's fixed cost and reads its clock once for all of them, and a GCRA
+// or sliding-window-counter key named by several of them is read and
+// written once. Through a *redis.Client
 // (one server, or a Sentinel-watched master) any keys share a script call;
 // through a Cluster or Ring client, only keys with one hash tag (one
 // identity's keys) do. Other calls go in the pipeline one command each.

@@ -74,11 +74,13 @@ type limitScripts struct {
 // script is a Lua script with its EVALSHA and EVAL arguments boxed once.
 type script struct {
 	*redis.Script
-	sha, src  any
-	intReply  bool // one integer (see singleIntReply), else one string
-	manyReply bool // an array of integers (a many script)
+	sha, src any
+	intReply bool // one integer (see singleIntReply), else one string
+	// manyReply marks a many script: an array of replies, integers if
+	// intReply, else strings.
+	manyReply bool
 	// many decides several calls of this one-key script in one script
-	// call, answering an array of integers; nil if the algorithm has no
+	// call, answering an array of its replies; nil if the algorithm has no
 	// such script or the store does not batch.
 	many *script
 }
@@ -453,7 +455,7 @@ func (s *Store) compile(limit core.Limit) *limitScripts {
 	ls.single = newScript(singleSource(limit), singleIntReply(limit))
 	if s.batch != nil {
 		if src := manySource(limit); src != "" {
-			ls.single.many = newScript(src, false)
+			ls.single.many = newScript(src, ls.single.intReply)
 			ls.single.many.manyReply = true
 		}
 	}

@@ -1,0 +1,121 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/core"
+)
+
+// TestSlidingCounterManyTwin runs random batches of one-key calls, keys
+// repeated, through slidingcounter_many.lua on one set of keys and the same
+// calls one by one through slidingcounter_single.lua on a twin set, over
+// miniredis on one clock that stands still during each batch, as Redis's
+// does during a script: every reply, every key's fields and every expiry
+// must agree. The keys start absent, counting this window or the one
+// before, as an earlier version's fixed-window hash, or of another type;
+// costs run past the rate; the clock moves by up to a period between
+// batches, so that the previous window's count weighs in and windows turn.
+func TestSlidingCounterManyTwin(t *testing.T) {
+	m := miniredis.RunT(t)
+	now := time.Date(2026, 3, 14, 15, 9, 26, 535_000_000, time.UTC)
+	m.SetTime(now)
+	advance := func(d time.Duration) {
+		now = now.Add(d)
+		m.SetTime(now)
+		m.FastForward(d)
+	}
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer c.Close()
+	ctx := context.Background()
+	limit := core.Limit{Rate: 9, Period: time.Second, Burst: 9, Algorithm: core.SlidingWindowCounter}
+	single := redis.NewScript(singleSource(limit))
+	many := redis.NewScript(manySource(limit))
+	rng := rand.New(rand.NewPCG(5, 6))
+	window := func() int64 { return now.UnixMicro() / limit.Period.Microseconds() }
+	kinds := map[string]int{}
+	for round := range 60 {
+		var a, b [4]string
+		for i := range a {
+			a[i] = fmt.Sprintf("scm:%d:%d:{a}", round, i)
+			b[i] = fmt.Sprintf("scm:%d:%d:{b}", round, i)
+			kind := rng.IntN(5)
+			kinds[[]string{"absent", "this window", "the window before", "an old hash", "another type"}[kind]]++
+			sc, sp := rng.IntN(9), rng.IntN(9)
+			for _, k := range []string{a[i], b[i]} {
+				switch kind {
+				case 1, 2:
+					c.HSet(ctx, k, "sw", window()-int64(kind-1), "sc", sc, "sp", sp)
+					c.PExpire(ctx, k, 2*limit.Period)
+				case 3:
+					c.HSet(ctx, k, "w", window(), "c", sc)
+					c.PExpire(ctx, k, limit.Period)
+				case 4:
+					c.Set(ctx, k, "123:456", time.Minute)
+				}
+			}
+		}
+		for batch := range 3 {
+			var keysA, keysB []string
+			var costs []any
+			allOne := rng.IntN(2) == 0
+			for range 2 + rng.IntN(7) {
+				i := rng.IntN(len(a))
+				keysA, keysB = append(keysA, a[i]), append(keysB, b[i])
+				if allOne {
+					costs = append(costs, 1)
+				} else {
+					costs = append(costs, 1+rng.IntN(11))
+				}
+			}
+			var got []string
+			var err error
+			if allOne {
+				// as a batching store sends calls that all cost 1: no ARGV
+				got, err = many.Run(ctx, c, keysA).StringSlice()
+			} else {
+				got, err = many.Run(ctx, c, keysA, costs...).StringSlice()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(keysA) {
+				t.Fatalf("round %d, batch %d: %d replies for %d calls", round, batch, len(got), len(keysA))
+			}
+			for j, k := range keysB {
+				args := []any{costs[j]}
+				if allOne {
+					args = nil
+				}
+				want, err := single.Run(ctx, c, []string{k}, args...).Text()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got[j] != want {
+					t.Fatalf("round %d, batch %d, call %d (%s, cost %v): many %q, single %q", round, batch, j, k, costs[j], got[j], want)
+				}
+			}
+			for i := range a {
+				fa, _ := c.HGetAll(ctx, a[i]).Result()
+				fb, _ := c.HGetAll(ctx, b[i]).Result()
+				ta, _ := c.PTTL(ctx, a[i]).Result()
+				tb, _ := c.PTTL(ctx, b[i]).Result()
+				if fmt.Sprint(fa) != fmt.Sprint(fb) || ta != tb {
+					t.Fatalf("round %d, batch %d, key %d: many left %v (PTTL %v), single %v (PTTL %v)", round, batch, i, fa, ta, fb, tb)
+				}
+			}
+			advance(time.Duration(rng.Int64N(int64(limit.Period/time.Millisecond))) * time.Millisecond)
+		}
+	}
+	for _, k := range []string{"absent", "this window", "the window before", "an old hash", "another type"} {
+		if kinds[k] == 0 {
+			t.Fatalf("fixture: no key started %s", k)
+		}
+	}
+}
