@@ -160,27 +160,31 @@ func TestBatchingMerged(t *testing.T) {
 			if err := tc.client.ScriptFlush(context.Background()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			var merged, evals, slidingMerged atomic.Int64
-			tc.client.AddHook(countMerged{&merged, &evals, &slidingMerged})
+			var merged, evals atomic.Int64
+			var mergedByAlg sync.Map // rule -> *atomic.Int64
+			tc.client.AddHook(countMerged{&merged, &evals, &mergedByAlg})
 			s := testkit.MustRedis(tc.client, redisstore.WithBatching(redisstore.Batching{MaxBatch: 64, Parallel: 1, MaxWait: 2 * time.Millisecond}))
 			defer s.Close()
 			const burst, ids = 20, 4
-			gcra := core.PerHour(burst)
-			fixed := core.PerHour(burst).WithAlgorithm(core.FixedWindow)
-			sliding := slidingMidWindow(t, burst)
-			var gkeys, fkeys, skeys [ids]string
-			for i := range ids {
-				gkeys[i] = testkit.UniqueKey(t, "merged-gcra")
-				fkeys[i] = testkit.UniqueKey(t, "merged-fixed")
-				skeys[i] = testkit.UniqueKey(t, "merged-sliding")
+			// every algorithm's one-key calls of one limit merge; the
+			// sliding ones get a window in which no unit leaves or weighs
+			limits := []core.Limit{
+				core.PerHour(burst),
+				core.PerHour(burst).WithAlgorithm(core.FixedWindow),
+				slidingMidWindow(t, burst),
+				{Rate: burst, Period: 24 * time.Hour, Burst: burst, Algorithm: core.SlidingWindowLog},
 			}
 			type allowed struct{ cost, remaining int }
+			keys := make([][ids]string, len(limits))
+			got := make([][ids][]allowed, len(limits))
+			for a, l := range limits {
+				for i := range ids {
+					keys[a][i] = testkit.UniqueKey(t, "merged-"+l.Algorithm.String())
+				}
+			}
 			var (
-				mu         sync.Mutex
-				got        [ids][]allowed
-				fixedGot   [ids][]allowed
-				slidingGot [ids][]allowed
-				wg         sync.WaitGroup
+				mu sync.Mutex
+				wg sync.WaitGroup
 			)
 			ctx := context.Background()
 			for g := range 64 {
@@ -191,41 +195,21 @@ func TestBatchingMerged(t *testing.T) {
 						if g%16 == 5 && j == 0 {
 							cost = burst + 1
 						}
-						r, err := testkit.AllowOne(s, ctx, gkeys[id], gcra, cost)
-						if err != nil {
-							t.Error(err)
-							return
+						for a, l := range limits {
+							r, err := testkit.AllowOne(s, ctx, keys[a][id], l, cost)
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if cost > burst && (r.Allowed || !r.Never()) {
+								t.Errorf("%v: cost %d over burst %d: %+v, want denied, never", l.Algorithm, cost, burst, r)
+							}
+							if r.Allowed {
+								mu.Lock()
+								got[a][id] = append(got[a][id], allowed{cost, r.Remaining})
+								mu.Unlock()
+							}
 						}
-						if cost > burst && (r.Allowed || !r.Never()) {
-							t.Errorf("cost %d over burst %d: %+v, want denied, never", cost, burst, r)
-						}
-						f, err := testkit.AllowOne(s, ctx, fkeys[id], fixed, cost)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if cost > burst && (f.Allowed || !f.Never()) {
-							t.Errorf("fixed: cost %d over rate %d: %+v, want denied, never", cost, burst, f)
-						}
-						sw, err := testkit.AllowOne(s, ctx, skeys[id], sliding, cost)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						if cost > burst && (sw.Allowed || !sw.Never()) {
-							t.Errorf("sliding counter: cost %d over rate %d: %+v, want denied, never", cost, burst, sw)
-						}
-						mu.Lock()
-						if sw.Allowed {
-							slidingGot[id] = append(slidingGot[id], allowed{cost, sw.Remaining})
-						}
-						if r.Allowed {
-							got[id] = append(got[id], allowed{cost, r.Remaining})
-						}
-						if f.Allowed {
-							fixedGot[id] = append(fixedGot[id], allowed{cost, f.Remaining})
-						}
-						mu.Unlock()
 					}
 				})
 			}
@@ -234,24 +218,24 @@ func TestBatchingMerged(t *testing.T) {
 			if merged.Load() == 0 || evals.Load() == 0 {
 				t.Fatal("no calls shared a script call, or none went by EVAL: the fixture does not test merging after NOSCRIPT")
 			}
-			if slidingMerged.Load() == 0 {
-				t.Fatal("no sliding counter calls shared a script call")
-			}
-			for id := range ids {
-				for alg, calls := range map[string][]allowed{"gcra": got[id], "fixed": fixedGot[id], "sliding counter": slidingGot[id]} {
+			for a, l := range limits {
+				if n, _ := mergedByAlg.Load("merged-" + l.Algorithm.String()); n == nil || n.(*atomic.Int64).Load() == 0 {
+					t.Errorf("%v: no calls shared a script call", l.Algorithm)
+				}
+				for id := range ids {
+					calls := got[a][id]
 					slices.SortFunc(calls, func(a, b allowed) int { return b.remaining - a.remaining })
 					left := burst
 					for _, c := range calls {
 						if c.remaining != left-c.cost {
-							t.Fatalf("identity %d, %s: allowed calls %v do not chain down from %d", id, alg, calls, burst)
+							t.Fatalf("identity %d, %v: allowed calls %v do not chain down from %d", id, l.Algorithm, calls, burst)
 						}
 						left = c.remaining
 					}
 					if left > 1 {
-						t.Errorf("identity %d, %s: %d units left unspent under a demand of about 90", id, alg, left)
+						t.Errorf("identity %d, %v: %d units left unspent under a demand of about 90", id, l.Algorithm, left)
 					}
-				}
-				for _, k := range []string{gkeys[id], fkeys[id], skeys[id]} {
+					k := keys[a][id]
 					if ttl, err := tc.client.PTTL(ctx, k).Result(); err != nil || ttl < 0 {
 						t.Errorf("PTTL %s = %v, %v: want an expiry", k, ttl, err)
 					}
@@ -276,8 +260,12 @@ func slidingMidWindow(t *testing.T, rate int) core.Limit {
 }
 
 // countMerged counts the script calls that decide more than one call,
-// those of them sent by EVAL, and those on sliding counters' keys.
-type countMerged struct{ n, evals, sliding *atomic.Int64 }
+// those of them sent by EVAL, and by the rule in their first key (between
+// its first two colons, as testkit.UniqueKey writes it).
+type countMerged struct {
+	n, evals *atomic.Int64
+	byRule   *sync.Map // rule -> *atomic.Int64
+}
 
 func (h countMerged) count(cmd redis.Cmder) {
 	if a := cmd.Args(); len(a) > 3 && (a[0] == "evalsha" || a[0] == "eval") && a[2] != 1 {
@@ -285,9 +273,11 @@ func (h countMerged) count(cmd redis.Cmder) {
 		if a[0] == "eval" {
 			h.evals.Add(1)
 		}
-		if k, _ := a[3].(string); strings.Contains(k, "merged-sliding") {
-			h.sliding.Add(1)
-		}
+		k, _ := a[3].(string)
+		_, rest, _ := strings.Cut(k, ":")
+		rule, _, _ := strings.Cut(rest, ":")
+		n, _ := h.byRule.LoadOrStore(rule, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
 	}
 }
 

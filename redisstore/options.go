@@ -68,12 +68,13 @@ const (
 // once. A lone caller goes out at once, on its own goroutine, so batching
 // adds no wait of its own unless b.MaxWait asks for one.
 //
-// One-key GCRA, fixed-window and sliding-window-counter calls of one limit
-// that share a pipeline are decided by one script call, in the order they
-// queued, as if each had run alone at the same instant: Redis pays a
-// script's fixed cost and reads its clock once for all of them, and a GCRA
-// or sliding-window-counter key named by several of them is read and
-// written once. Through a *redis.Client
+// One-key calls of one limit that share a pipeline are decided by one
+// script call, in the order they queued, as if each had run alone at the
+// same instant: Redis pays a script's fixed cost and reads its clock once
+// for all of them, and reads and writes a key that several of them name
+// once (a fixed window's counter takes an INCRBY a call). That holds for
+// every algorithm but a fixed window whose rate + 1 times its period in ms
+// reaches 2^53. Through a *redis.Client
 // (one server, or a Sentinel-watched master) any keys share a script call;
 // through a Cluster or Ring client, only keys with one hash tag (one
 // identity's keys) do. Other calls go in the pipeline one command each.

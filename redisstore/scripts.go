@@ -75,7 +75,7 @@ func singleSource(limit core.Limit) string {
 	case singleIntReply(limit):
 		return fixedConstants(limit) + readScript("fixed_single.lua")
 	case limit.Algorithm == core.SlidingWindowCounter:
-		return slidingCounterConstants(limit) + readScript("slidingcounter_single.lua")
+		return limitConstants(limit) + readScript("slidingcounter_single.lua")
 	}
 	name := algorithmFiles[limit.Algorithm]
 	return readScript(name+".lua") + "\n" +
@@ -103,8 +103,9 @@ func singleIntReply(limit core.Limit) bool {
 // limit in one script call, for a batching store, or "" if limit's one-key
 // script has none: gcra_many.lua for GCRA, fixed_many.lua for the fixed
 // windows that fixed_single.lua decides, slidingcounter_many.lua for the
-// sliding window counter. Each answers an array of its one-key script's
-// replies: integers, or for the sliding window counter strings.
+// sliding window counter, slidinglog_many.lua for the sliding log. Each
+// answers an array of its one-key script's replies: integers for GCRA and
+// the fixed window, strings for the others.
 func manySource(limit core.Limit) string {
 	switch {
 	case limit.Algorithm == core.GCRA:
@@ -112,15 +113,17 @@ func manySource(limit core.Limit) string {
 	case singleIntReply(limit):
 		return fixedConstants(limit) + readScript("fixed_many.lua")
 	case limit.Algorithm == core.SlidingWindowCounter:
-		return slidingCounterConstants(limit) + readScript("slidingcounter_many.lua")
+		return limitConstants(limit) + readScript("slidingcounter_many.lua")
+	case limit.Algorithm == core.SlidingWindowLog:
+		return limitConstants(limit) + readScript("slidinglog_many.lua")
 	}
 	return ""
 }
 
-// slidingCounterConstants is the line that binds a sliding window
-// counter's rate, period in µs and burst for slidingcounter_single.lua and
-// slidingcounter_many.lua.
-func slidingCounterConstants(limit core.Limit) string {
+// limitConstants is the line that binds a limit's rate, period in µs and
+// burst for slidingcounter_single.lua, slidingcounter_many.lua and
+// slidinglog_many.lua.
+func limitConstants(limit core.Limit) string {
 	return fmt.Sprintf("local rate, period, burst = %d, %d, %d\n", limit.Rate, limit.Period.Microseconds(), limit.Burst)
 }
 
