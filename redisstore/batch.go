@@ -599,7 +599,13 @@ func (b *batcher) merge(batch []*batchCall) []*mergedCall {
 
 // build writes m's EVALSHA arguments: every call's key, then, if any call
 // has a cost above 1, every call's cost; and marks the calls merged in m.
+// For a multiKey script: every call's keys, then each call's number of keys
+// and the arguments it would have sent alone.
 func (m *mergedCall) build() {
+	if m.sc.multiKey {
+		m.buildMultiKey()
+		return
+	}
 	costs := false
 	for _, c := range m.calls {
 		costs = costs || len(c.args) > 4
@@ -619,6 +625,25 @@ func (m *mergedCall) build() {
 		} else {
 			m.args = append(m.args, 1)
 		}
+	}
+}
+
+func (m *mergedCall) buildMultiKey() {
+	keys, size := 0, 0
+	for _, c := range m.calls {
+		keys += c.args[2].(int)
+		size += len(c.args) - 2
+	}
+	m.args = make([]any, 3, 3+size)
+	m.args[0], m.args[1], m.args[2] = "evalsha", m.sc.sha, keys
+	for _, c := range m.calls {
+		m.args = append(m.args, c.args[3:3+c.args[2].(int)]...)
+		c.merged = m
+	}
+	for _, c := range m.calls {
+		nk := c.args[2].(int)
+		m.args = append(m.args, nk)
+		m.args = append(m.args, c.args[3+nk:]...)
 	}
 }
 

@@ -100,3 +100,45 @@ func runLatency(b *testing.B, g int, do func(i int) error) {
 	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
 }
+
+// BenchmarkBatchedLimits measures calls of two GCRA limits of one identity
+// (decide.lua's, all or nothing) through a batching store over a private
+// redis-server and the quick start's client, on one identity and on 1000
+// taken in turn, at 1, 64 and 256 goroutines: calls that share a pipeline
+// share a script call (decide_many.lua).
+//
+//	go test -run '^$' -bench BenchmarkBatchedLimits -benchtime 60000x ./redisstore
+func BenchmarkBatchedLimits(b *testing.B) {
+	srv := redistest.StartServer(b)
+	client := srv.Client(b, func(o *redis.Options) { o.PoolSize, o.ContextTimeoutEnabled, o.MaxRetries = 256, true, -1 })
+	st := testkit.MustRedis(client)
+	b.Cleanup(func() { st.Close() })
+	perSecond, perMinute := core.PerSecond(1_000_000), core.PerMinute(60_000_000) // no call reaches them
+	for _, ids := range []int{1, 1000} {
+		keys := make([][2]string, ids)
+		for i := range keys {
+			id := fmt.Sprintf("ip:10.0.%d.%d", i>>8, i&255)
+			for j, rule := range []string{"second", "minute"} {
+				k, err := testkit.KeyOf("limits:", rule, id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				keys[i][j] = k
+			}
+		}
+		for _, g := range []int{1, 64, 256} {
+			b.Run(fmt.Sprintf("identities=%d/g=%d", ids, g), func(b *testing.B) {
+				testkit.RunConcurrentEach(b, g, func() func(int) (bool, error) {
+					var checks [2]core.Check
+					return func(i int) (bool, error) {
+						k := keys[i%ids]
+						checks[0] = core.Check{Key: k[0], Limit: perSecond}
+						checks[1] = core.Check{Key: k[1], Limit: perMinute}
+						res, err := st.AllowAllN(context.Background(), checks[:], 1)
+						return err == nil && res[0].Allowed && res[1].Allowed, err
+					}
+				})
+			})
+		}
+	}
+}

@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strings"
@@ -161,25 +163,42 @@ func TestBatchingMerged(t *testing.T) {
 				t.Fatal(err)
 			}
 			var merged, evals atomic.Int64
-			var mergedByAlg sync.Map // rule -> *atomic.Int64
-			tc.client.AddHook(countMerged{&merged, &evals, &mergedByAlg})
+			var mergedByRule sync.Map // rule -> *atomic.Int64
+			tc.client.AddHook(countMerged{&merged, &evals, &mergedByRule})
 			s := testkit.MustRedis(tc.client, redisstore.WithBatching(redisstore.Batching{MaxBatch: 64, Parallel: 1, MaxWait: 2 * time.Millisecond}))
 			defer s.Close()
 			const burst, ids = 20, 4
-			// every algorithm's one-key calls of one limit merge; the
-			// sliding ones get a window in which no unit leaves or weighs
-			limits := []core.Limit{
-				core.PerHour(burst),
-				core.PerHour(burst).WithAlgorithm(core.FixedWindow),
-				slidingMidWindow(t, burst),
-				{Rate: burst, Period: 24 * time.Hour, Burst: burst, Algorithm: core.SlidingWindowLog},
+			// every algorithm's one-key calls of one limit merge, and so do
+			// calls of several limits; the sliding ones get a window in
+			// which no unit leaves or weighs
+			gcra := core.PerHour(burst)
+			log := core.Limit{Rate: burst, Period: 24 * time.Hour, Burst: burst, Algorithm: core.SlidingWindowLog}
+			cases := []struct {
+				name   string
+				limits []core.Limit
+			}{
+				{"gcra", []core.Limit{gcra}},
+				{"fixed", []core.Limit{core.PerHour(burst).WithAlgorithm(core.FixedWindow)}},
+				{"sliding-counter", []core.Limit{slidingMidWindow(t, burst)}},
+				{"sliding-log", []core.Limit{log}},
+				{"gcra and sliding-log", []core.Limit{gcra, log}},
 			}
 			type allowed struct{ cost, remaining int }
-			keys := make([][ids]string, len(limits))
-			got := make([][ids][]allowed, len(limits))
-			for a, l := range limits {
-				for i := range ids {
-					keys[a][i] = testkit.UniqueKey(t, "merged-"+l.Algorithm.String())
+			// keys[c][id][l]: case c's key of identity id under its limit l,
+			// whose rule is "merged<c>-<l>"
+			keys := make([][ids][]string, len(cases))
+			got := make([][ids][][]allowed, len(cases))
+			for c, cs := range cases {
+				for id := range ids {
+					identity := fmt.Sprintf("ip:%s-%d", t.Name(), rand.Uint64())
+					for l := range cs.limits {
+						k, err := testkit.KeyOf("rk:", fmt.Sprintf("merged%d-%d", c, l), identity)
+						if err != nil {
+							t.Fatal(err)
+						}
+						keys[c][id] = append(keys[c][id], k)
+					}
+					got[c][id] = make([][]allowed, len(cs.limits))
 				}
 			}
 			var (
@@ -195,19 +214,28 @@ func TestBatchingMerged(t *testing.T) {
 						if g%16 == 5 && j == 0 {
 							cost = burst + 1
 						}
-						for a, l := range limits {
-							r, err := testkit.AllowOne(s, ctx, keys[a][id], l, cost)
+						for c, cs := range cases {
+							checks := make([]core.Check, len(cs.limits))
+							for l, lim := range cs.limits {
+								checks[l] = core.Check{Key: keys[c][id][l], Limit: lim}
+							}
+							res, err := s.AllowAllN(ctx, checks, cost)
 							if err != nil {
 								t.Error(err)
 								return
 							}
-							if cost > burst && (r.Allowed || !r.Never()) {
-								t.Errorf("%v: cost %d over burst %d: %+v, want denied, never", l.Algorithm, cost, burst, r)
-							}
-							if r.Allowed {
-								mu.Lock()
-								got[a][id] = append(got[a][id], allowed{cost, r.Remaining})
-								mu.Unlock()
+							for l, r := range res {
+								if cost > burst && (r.Allowed || !r.Never()) {
+									t.Errorf("%s: cost %d over burst %d: %+v, want denied, never", cs.name, cost, burst, r)
+								}
+								if r.Allowed != res[0].Allowed {
+									t.Errorf("%s: results %+v: want all allowed or all denied", cs.name, res)
+								}
+								if r.Allowed {
+									mu.Lock()
+									got[c][id][l] = append(got[c][id][l], allowed{cost, r.Remaining})
+									mu.Unlock()
+								}
 							}
 						}
 					}
@@ -218,26 +246,28 @@ func TestBatchingMerged(t *testing.T) {
 			if merged.Load() == 0 || evals.Load() == 0 {
 				t.Fatal("no calls shared a script call, or none went by EVAL: the fixture does not test merging after NOSCRIPT")
 			}
-			for a, l := range limits {
-				if n, _ := mergedByAlg.Load("merged-" + l.Algorithm.String()); n == nil || n.(*atomic.Int64).Load() == 0 {
-					t.Errorf("%v: no calls shared a script call", l.Algorithm)
+			for c, cs := range cases {
+				if n, _ := mergedByRule.Load(fmt.Sprintf("merged%d-0", c)); n == nil || n.(*atomic.Int64).Load() == 0 {
+					t.Errorf("%s: no calls shared a script call", cs.name)
 				}
 				for id := range ids {
-					calls := got[a][id]
-					slices.SortFunc(calls, func(a, b allowed) int { return b.remaining - a.remaining })
-					left := burst
-					for _, c := range calls {
-						if c.remaining != left-c.cost {
-							t.Fatalf("identity %d, %v: allowed calls %v do not chain down from %d", id, l.Algorithm, calls, burst)
+					for l := range cs.limits {
+						calls := got[c][id][l]
+						slices.SortFunc(calls, func(a, b allowed) int { return b.remaining - a.remaining })
+						left := burst
+						for _, a := range calls {
+							if a.remaining != left-a.cost {
+								t.Fatalf("identity %d, %s, limit %d: allowed calls %v do not chain down from %d", id, cs.name, l, calls, burst)
+							}
+							left = a.remaining
 						}
-						left = c.remaining
-					}
-					if left > 1 {
-						t.Errorf("identity %d, %v: %d units left unspent under a demand of about 90", id, l.Algorithm, left)
-					}
-					k := keys[a][id]
-					if ttl, err := tc.client.PTTL(ctx, k).Result(); err != nil || ttl < 0 {
-						t.Errorf("PTTL %s = %v, %v: want an expiry", k, ttl, err)
+						if left > 1 {
+							t.Errorf("identity %d, %s, limit %d: %d units left unspent under a demand of about 90", id, cs.name, l, left)
+						}
+						k := keys[c][id][l]
+						if ttl, err := tc.client.PTTL(ctx, k).Result(); err != nil || ttl < 0 {
+							t.Errorf("PTTL %s = %v, %v: want an expiry", k, ttl, err)
+						}
 					}
 				}
 			}
@@ -259,26 +289,41 @@ func slidingMidWindow(t *testing.T, rate int) core.Limit {
 	return l
 }
 
-// countMerged counts the script calls that decide more than one call,
-// those of them sent by EVAL, and by the rule in their first key (between
-// its first two colons, as testkit.UniqueKey writes it).
+// countMerged counts the script calls that decide more than one call (two
+// of whose keys have one rule, as testkit.KeyOf writes keys), those of them
+// sent by EVAL, and those by the rule of their first key.
 type countMerged struct {
 	n, evals *atomic.Int64
 	byRule   *sync.Map // rule -> *atomic.Int64
 }
 
 func (h countMerged) count(cmd redis.Cmder) {
-	if a := cmd.Args(); len(a) > 3 && (a[0] == "evalsha" || a[0] == "eval") && a[2] != 1 {
-		h.n.Add(1)
-		if a[0] == "eval" {
-			h.evals.Add(1)
-		}
-		k, _ := a[3].(string)
-		_, rest, _ := strings.Cut(k, ":")
-		rule, _, _ := strings.Cut(rest, ":")
-		n, _ := h.byRule.LoadOrStore(rule, new(atomic.Int64))
-		n.(*atomic.Int64).Add(1)
+	a := cmd.Args()
+	if len(a) < 4 || a[0] != "evalsha" && a[0] != "eval" {
+		return
 	}
+	nk, _ := a[2].(int)
+	rules := make(map[string]bool, nk)
+	merged, first := false, ""
+	for i, k := range a[3 : 3+nk] {
+		key, _ := k.(string)
+		_, rest, _ := strings.Cut(key, ":")
+		rule, _, _ := strings.Cut(rest, ":")
+		merged = merged || rules[rule]
+		rules[rule] = true
+		if i == 0 {
+			first = rule
+		}
+	}
+	if !merged {
+		return
+	}
+	h.n.Add(1)
+	if a[0] == "eval" {
+		h.evals.Add(1)
+	}
+	n, _ := h.byRule.LoadOrStore(first, new(atomic.Int64))
+	n.(*atomic.Int64).Add(1)
 }
 
 func (countMerged) DialHook(next redis.DialHook) redis.DialHook { return next }

@@ -19,8 +19,18 @@ var algorithmFiles = [...]string{"gcra", "fixed", "slidinglog", "slidingcounter"
 
 // scriptSource assembles a decide script for the given algorithms: their
 // files, a line gathering their functions into the checks and commits tables
-// that decide.lua indexes by algorithm number + 1, and decide.lua itself.
-func scriptSource(algs ...core.Algorithm) string {
+// that decide_call.lua indexes by algorithm number + 1, decide_call.lua, and
+// decide.lua.
+func scriptSource(algs ...core.Algorithm) string { return decideSource("decide.lua", algs) }
+
+// manyDecideSource assembles the many variant of scriptSource's script:
+// decide_many.lua instead of decide.lua, which decides several calls in one
+// script call.
+func manyDecideSource(algs ...core.Algorithm) string { return decideSource("decide_many.lua", algs) }
+
+// decideSource assembles the algorithm files of algs, the line gathering
+// their functions, decide_call.lua and entry.
+func decideSource(entry string, algs []core.Algorithm) string {
 	var b, checks, commits strings.Builder
 	for _, a := range algs {
 		name := algorithmFiles[a]
@@ -30,7 +40,8 @@ func scriptSource(algs ...core.Algorithm) string {
 		fmt.Fprintf(&commits, "[%d] = %s_commit, ", a+1, name)
 	}
 	fmt.Fprintf(&b, "local checks = {%s}\nlocal commits = {%s}\n", checks.String(), commits.String())
-	b.WriteString(readScript("decide.lua"))
+	b.WriteString(readScript("decide_call.lua"))
+	b.WriteString(readScript(entry))
 	return b.String()
 }
 
@@ -159,11 +170,27 @@ func readScript(name string) string {
 // checks share one algorithm runs that algorithm's script, which carries no
 // other algorithm's code; mixed calls run mixedScript.
 // The peek and refund scripts are chosen the same way.
+// Each decide script's many variant decides several of its calls in one
+// script call, for a batching store.
 var (
-	decideScripts = newScriptSet(scriptSource)
+	decideScripts = withMany(newScriptSet(scriptSource), newScriptSet(manyDecideSource))
 	peekScripts   = newScriptSet(func(algs ...core.Algorithm) string { return quotaSource(false, algs...) })
 	refundScripts = newScriptSet(func(algs ...core.Algorithm) string { return quotaSource(true, algs...) })
 )
+
+// withMany makes each script of many the many variant of set's script for
+// the same algorithms, and returns set.
+func withMany(set, many *scriptSet) *scriptSet {
+	link := func(sc, m *script) {
+		m.manyReply, m.multiKey = true, true
+		sc.many = m
+	}
+	for a := range set.each {
+		link(set.each[a], many.each[a])
+	}
+	link(set.mixed, many.mixed)
+	return set
+}
 
 // scriptSet holds one kind of script for each algorithm, and one for
 // mixed calls.

@@ -79,6 +79,10 @@ type script struct {
 	// manyReply marks a many script: an array of replies, integers if
 	// intReply, else strings.
 	manyReply bool
+	// multiKey marks a many script whose calls may have several keys
+	// (decide_many.lua): it takes every call's keys, then per call its
+	// number of keys and its arguments.
+	multiKey bool
 	// many decides several calls of this one-key script in one script
 	// call, answering an array of its replies; nil if the algorithm has no
 	// such script or the store does not batch.

@@ -1,9 +1,10 @@
 -- decide: checks every limit of one identity against Redis's clock and, only
 -- if all of them allow the request, consumes its cost from each of them.
 -- Loaded after the algorithm files it needs (gcra.lua, fixed.lua,
--- slidinglog.lua, slidingcounter.lua) and a line that gathers their functions
--- into the tables checks and commits, indexed by algorithm number + 1: one
--- script per algorithm, and one with all four for mixed calls.
+-- slidinglog.lua, slidingcounter.lua), a line that gathers their functions
+-- into the tables checks and commits, indexed by algorithm number + 1, and
+-- decide_call.lua, which does the work: one script per algorithm, and one
+-- with all four for mixed calls.
 --
 -- KEYS: one key per limit, all of one identity (one Cluster hash tag).
 -- ARGV[1]: n, the cost in units (integer >= 1).
@@ -16,29 +17,4 @@
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2] -- digit strings: arithmetic converts them
-local n = tonumber(ARGV[1])
-
-local states, algs = {}, {}
-local all = true
-for i = 1, #KEYS do
-  local a = 4 * i - 2
-  local alg = tonumber(ARGV[a]) + 1
-  local s = checks[alg](KEYS[i], now, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]) * 1000,
-    tonumber(ARGV[a + 3]), n)
-  states[i], algs[i] = s, alg
-  all = all and s.ok
-end
-
-local out = {}
-for i = 1, #KEYS do
-  local s = states[i]
-  if all then
-    commits[algs[i]](KEYS[i], now, s, n)
-    out[i] = string.format('1 %d 0 %d', s.remaining_after, s.reset_after)
-  else
-    local reset = s.reset
-    if type(reset) == 'function' then reset = reset() end
-    out[i] = string.format('0 %d %d %d', s.remaining, s.retry, reset)
-  end
-end
-return table.concat(out, ' ')
+return decide_call(now, 0, #KEYS, tonumber(ARGV[1]), 2)
