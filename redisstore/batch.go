@@ -628,6 +628,8 @@ func (m *mergedCall) build() {
 	}
 }
 
+// buildMultiKey is build for a multiKey script: each call's args are
+// "evalsha", sha, its number of keys nk, its keys, then its arguments.
 func (m *mergedCall) buildMultiKey() {
 	keys, size := 0, 0
 	for _, c := range m.calls {

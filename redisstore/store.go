@@ -83,9 +83,11 @@ type script struct {
 	// (decide_many.lua): it takes every call's keys, then per call its
 	// number of keys and its arguments.
 	multiKey bool
-	// many decides several calls of this one-key script in one script
-	// call, answering an array of its replies; nil if the algorithm has no
-	// such script or the store does not batch.
+	// many decides several calls of this script in one script call,
+	// answering an array of its replies, for a batching store: set for the
+	// decide scripts (decide_many.lua) and for a one-key script whose
+	// algorithm has a many script; nil otherwise, and for a one-key script
+	// of a store that does not batch.
 	many *script
 }
 
