@@ -73,6 +73,9 @@ type batchCall struct {
 	args []any // "evalsha", sha, number of keys, keys, arguments
 	one  oneKeyArgs
 	ctx  context.Context
+	// logUnits is the number of sliding-log members the call may add:
+	// its cost times its sliding-log checks (see merge).
+	logUnits int
 
 	alone  [1]*batchCall // the batch of a call sent on its own
 	merged *mergedCall   // the script call deciding c with others, if any
@@ -115,11 +118,26 @@ func (b *batcher) call() *batchCall { return b.pool.Get().(*batchCall) }
 // boxed into c's own array, and a cost of 1 is not sent.
 func (c *batchCall) oneKey(sc *script, key string, n int) {
 	c.sc = sc
+	if sc.logUnits {
+		c.logUnits = n
+	}
 	c.one = oneKeyArgs{"evalsha", sc.sha, 1, key, n}
 	if n == 1 {
 		c.args = c.one[:4]
 	} else {
 		c.args = c.one[:]
+	}
+}
+
+// manyKeys prepares c for the generic script sc on checks at cost n, with
+// args as Store.manyArgs makes them.
+func (c *batchCall) manyKeys(sc *script, args []any, checks []core.Check, n int) {
+	c.sc, c.args = sc, args
+	args[0], args[1] = "evalsha", sc.sha
+	for i := range checks {
+		if checks[i].Limit.Algorithm == core.SlidingWindowLog {
+			c.logUnits += n
+		}
 	}
 }
 
@@ -553,6 +571,12 @@ type mergedCall struct {
 // script that has a many variant, whose keys are on one server, or share
 // a hash tag (and so a Cluster slot). It gives each group of two or more a
 // mergedCall, and returns them.
+//
+// Sliding-log calls are held to what bounds one call's time in Redis (see
+// core.MaxLogCost and core.MaxLogRate): those that share a script call
+// name one key, which is trimmed once, and add at most core.MaxLogCost
+// members together; a call of several limits that adds sliding-log members
+// is sent alone.
 func (b *batcher) merge(batch []*batchCall) []*mergedCall {
 	type groupKey struct {
 		sc  *script
@@ -565,14 +589,18 @@ func (b *batcher) merge(batch []*batchCall) []*mergedCall {
 		groups map[groupKey]int
 		firsts []*batchCall
 		ms     []*mergedCall
+		units  []int // each group's sliding-log members
 		order  []*mergedCall
 	)
 	for _, c := range batch {
-		if c.sc.many == nil {
+		if c.sc.many == nil || c.logUnits > 0 && c.sc.many.multiKey {
 			continue
 		}
 		gk := groupKey{sc: c.sc}
-		if !b.oneServer {
+		switch {
+		case c.logUnits > 0:
+			gk.tag = c.args[3].(string) // the key itself
+		case !b.oneServer:
 			gk.tag = storekey.HashTag(c.args[3].(string))
 		}
 		if groups == nil {
@@ -580,15 +608,19 @@ func (b *batcher) merge(batch []*batchCall) []*mergedCall {
 		}
 		i, ok := groups[gk]
 		switch {
-		case !ok:
+		case !ok || units[i]+c.logUnits > core.MaxLogCost:
+			// a new group, which a full one's later calls join
 			groups[gk] = len(firsts)
 			firsts = append(firsts, c)
 			ms = append(ms, nil)
+			units = append(units, c.logUnits)
 		case ms[i] == nil:
 			ms[i] = &mergedCall{sc: c.sc.many, calls: []*batchCall{firsts[i], c}}
 			order = append(order, ms[i])
+			units[i] += c.logUnits
 		default:
 			ms[i].calls = append(ms[i].calls, c)
+			units[i] += c.logUnits
 		}
 	}
 	for _, m := range order {

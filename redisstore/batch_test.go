@@ -171,17 +171,16 @@ func TestBatchingMerged(t *testing.T) {
 			// every algorithm's one-key calls of one limit merge, and so do
 			// calls of several limits; the sliding ones get a window in
 			// which no unit leaves or weighs
-			gcra := core.PerHour(burst)
-			log := core.Limit{Rate: burst, Period: 24 * time.Hour, Burst: burst, Algorithm: core.SlidingWindowLog}
+			gcra, counter := core.PerHour(burst), slidingMidWindow(t, burst)
 			cases := []struct {
 				name   string
 				limits []core.Limit
 			}{
 				{"gcra", []core.Limit{gcra}},
 				{"fixed", []core.Limit{core.PerHour(burst).WithAlgorithm(core.FixedWindow)}},
-				{"sliding-counter", []core.Limit{slidingMidWindow(t, burst)}},
-				{"sliding-log", []core.Limit{log}},
-				{"gcra and sliding-log", []core.Limit{gcra, log}},
+				{"sliding-counter", []core.Limit{counter}},
+				{"sliding-log", []core.Limit{{Rate: burst, Period: 24 * time.Hour, Burst: burst, Algorithm: core.SlidingWindowLog}}},
+				{"gcra and sliding-counter", []core.Limit{gcra, counter}},
 			}
 			type allowed struct{ cost, remaining int }
 			// keys[c][id][l]: case c's key of identity id under its limit l,

@@ -74,13 +74,16 @@ const (
 // for all of them, and reads and writes a key that several of them name
 // once (a fixed window's counter takes an INCRBY a call). That holds for
 // every algorithm but a fixed window whose rate + 1 times its period in ms
-// reaches 2^53. Calls of several limits (of one identity, decided all or
-// nothing) share a script call likewise with others of the same
-// algorithms, each reading what the ones before it wrote. Through a
+// reaches 2^53; sliding-log calls share a script call only with calls of
+// the same key, up to core.MaxLogCost units together, so that no script
+// call takes longer in Redis than one call may. Calls of several limits
+// (of one identity, decided all or nothing) share a script call likewise
+// with others of the same algorithms, each reading what the ones before it
+// wrote, unless one of their limits is a sliding log. Through a
 // *redis.Client (one server, or a Sentinel-watched master) any keys share
 // a script call; through a Cluster or Ring client, only keys with one
 // hash tag (one identity's keys) do. Other calls (those naming an override
-// key, and the fixed windows above) go in the pipeline one command each.
+// key, and those above) go in the pipeline one command each.
 //
 // When many goroutines decide at once (dozens or more in flight), the
 // same Redis serves several times the decisions per second; a single

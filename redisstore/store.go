@@ -83,6 +83,9 @@ type script struct {
 	// (decide_many.lua): it takes every call's keys, then per call its
 	// number of keys and its arguments.
 	multiKey bool
+	// logUnits marks a one-key sliding-log script, whose calls add a
+	// member per unit they spend (see batcher.merge).
+	logUnits bool
 	// many decides several calls of this script in one script call,
 	// answering an array of its replies, for a batching store: set for the
 	// decide scripts (decide_many.lua) and for a one-key script whose
@@ -375,6 +378,20 @@ func (s *Store) runMany(ctx context.Context, b *batcher, sc *script, checks []co
 		args = append(args, extra...)
 		return sc.split(sc.Run(ctx, s.client, keys, args...).Result())
 	}
+	args := s.manyArgs(checks, n, extra)
+	if b == nil {
+		return s.eval(ctx, sc, args)
+	}
+	c := b.call()
+	c.manyKeys(sc, args, checks, n)
+	return b.do(ctx, c)
+}
+
+// manyArgs returns the EVALSHA arguments of a generic script's call on
+// checks at cost n, from the number of keys on (the first two are left for
+// the command and the script): the keys, n, each limit's arguments, and
+// extra.
+func (s *Store) manyArgs(checks []core.Check, n int, extra []any) []any {
 	args := make([]any, 3, 4+5*len(checks)+len(extra))
 	args[2] = len(checks)
 	for i := range checks {
@@ -384,14 +401,7 @@ func (s *Store) runMany(ctx context.Context, b *batcher, sc *script, checks []co
 	for i := range checks {
 		args = append(args, s.scripts(checks[i].Limit).args[:]...)
 	}
-	args = append(args, extra...)
-	if b == nil {
-		return s.eval(ctx, sc, args)
-	}
-	c := b.call()
-	c.sc, c.args = sc, args
-	args[0], args[1] = "evalsha", sc.sha
-	return b.do(ctx, c)
+	return append(args, extra...)
 }
 
 // eval runs sc by EVALSHA, and by EVAL when the server answers NOSCRIPT
@@ -459,6 +469,7 @@ func (s *Store) compile(limit core.Limit) *limitScripts {
 	}
 	ls := &limitScripts{args: limitArgs(limit)}
 	ls.single = newScript(singleSource(limit), singleIntReply(limit))
+	ls.single.logUnits = limit.Algorithm == core.SlidingWindowLog
 	if s.batch != nil {
 		if src := manySource(limit); src != "" {
 			ls.single.many = newScript(src, ls.single.intReply)

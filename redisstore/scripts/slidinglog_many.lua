@@ -5,8 +5,10 @@
 -- once per pipeline rather than once per call. A key named twice is
 -- trimmed and counted once; the members its allowed calls add, all of this
 -- instant and so the newest, are added at the end, named as those calls
--- alone would have named them. Loaded after a line binding rate, period in
--- µs and burst.
+-- alone would have named them. A batching store sends it calls of one key
+-- only, adding core.MaxLogCost members at most together, so that it takes
+-- no longer than one call may; it decides any keys alike. Loaded after a
+-- line binding rate, period in µs and burst.
 --
 -- KEYS[i]: the key of call i (a key may repeat), a sorted set as in
 --   slidinglog.lua.
