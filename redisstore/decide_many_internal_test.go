@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
@@ -23,16 +22,7 @@ import (
 // one limit while others allow, so that nothing is spent; the clock moves
 // between batches.
 func TestDecideManyTwin(t *testing.T) {
-	m := miniredis.RunT(t)
-	now := time.Date(2026, 3, 14, 15, 9, 26, 535_897_000, time.UTC)
-	m.SetTime(now)
-	advance := func(d time.Duration) {
-		now = now.Add(d)
-		m.SetTime(now)
-		m.FastForward(d)
-	}
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	defer c.Close()
+	c, _, advance := frozenRedis(t)
 	ctx := context.Background()
 	mixed := []core.Limit{
 		core.PerSecond(5), core.PerSecond(7).WithBurst(3),

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
@@ -23,22 +22,13 @@ import (
 // costs run past the rate; the clock moves by up to a period between
 // batches, so that the previous window's count weighs in and windows turn.
 func TestSlidingCounterManyTwin(t *testing.T) {
-	m := miniredis.RunT(t)
-	now := time.Date(2026, 3, 14, 15, 9, 26, 535_000_000, time.UTC)
-	m.SetTime(now)
-	advance := func(d time.Duration) {
-		now = now.Add(d)
-		m.SetTime(now)
-		m.FastForward(d)
-	}
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	defer c.Close()
+	c, now, advance := frozenRedis(t)
 	ctx := context.Background()
 	limit := core.Limit{Rate: 9, Period: time.Second, Burst: 9, Algorithm: core.SlidingWindowCounter}
 	single := redis.NewScript(singleSource(limit))
 	many := redis.NewScript(manySource(limit))
 	rng := rand.New(rand.NewPCG(5, 6))
-	window := func() int64 { return now.UnixMicro() / limit.Period.Microseconds() }
+	window := func() int64 { return now().UnixMicro() / limit.Period.Microseconds() }
 	kinds := map[string]int{}
 	for round := range 60 {
 		var a, b [4]string

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
@@ -23,16 +22,7 @@ import (
 // another type; costs run past the rate; the clock moves by up to a period
 // between batches.
 func TestSlidingLogManyTwin(t *testing.T) {
-	m := miniredis.RunT(t)
-	now := time.Date(2026, 3, 14, 15, 9, 26, 535_897_000, time.UTC)
-	m.SetTime(now)
-	advance := func(d time.Duration) {
-		now = now.Add(d)
-		m.SetTime(now)
-		m.FastForward(d)
-	}
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	defer c.Close()
+	c, now, advance := frozenRedis(t)
 	ctx := context.Background()
 	limit := core.Limit{Rate: 9, Period: time.Second, Burst: 9, Algorithm: core.SlidingWindowLog}
 	single := redis.NewScript(singleSource(limit))
@@ -48,7 +38,7 @@ func TestSlidingLogManyTwin(t *testing.T) {
 			kind := rng.IntN(len(kindNames))
 			kinds[kindNames[kind]]++
 			var members []redis.Z
-			us := now.UnixMicro()
+			us := now().UnixMicro()
 			for j := range 1 + rng.IntN(9) {
 				var at int64
 				switch kind {
