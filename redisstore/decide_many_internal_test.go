@@ -105,26 +105,3 @@ func TestDecideManyTwin(t *testing.T) {
 		})
 	}
 }
-
-// keyState describes what key holds, whatever its type, and its expiry.
-func keyState(t *testing.T, c *redis.Client, key string) string {
-	t.Helper()
-	ctx := context.Background()
-	ttl, err := c.PTTL(ctx, key).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v any
-	switch typ := c.Type(ctx, key).Val(); typ {
-	case "none":
-	case "string":
-		v = c.Get(ctx, key).Val()
-	case "hash":
-		v = c.HGetAll(ctx, key).Val()
-	case "zset":
-		v = c.ZRangeWithScores(ctx, key, 0, -1).Val()
-	default:
-		t.Fatalf("%s: type %s", key, typ)
-	}
-	return fmt.Sprintf("%v (PTTL %v)", v, ttl)
-}

@@ -52,54 +52,7 @@ func TestSlidingCounterManyTwin(t *testing.T) {
 			}
 		}
 		for batch := range 3 {
-			var keysA, keysB []string
-			var costs []any
-			allOne := rng.IntN(2) == 0
-			for range 2 + rng.IntN(7) {
-				i := rng.IntN(len(a))
-				keysA, keysB = append(keysA, a[i]), append(keysB, b[i])
-				if allOne {
-					costs = append(costs, 1)
-				} else {
-					costs = append(costs, 1+rng.IntN(11))
-				}
-			}
-			var got []string
-			var err error
-			if allOne {
-				// as a batching store sends calls that all cost 1: no ARGV
-				got, err = many.Run(ctx, c, keysA).StringSlice()
-			} else {
-				got, err = many.Run(ctx, c, keysA, costs...).StringSlice()
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(keysA) {
-				t.Fatalf("round %d, batch %d: %d replies for %d calls", round, batch, len(got), len(keysA))
-			}
-			for j, k := range keysB {
-				args := []any{costs[j]}
-				if allOne {
-					args = nil
-				}
-				want, err := single.Run(ctx, c, []string{k}, args...).Text()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got[j] != want {
-					t.Fatalf("round %d, batch %d, call %d (%s, cost %v): many %q, single %q", round, batch, j, k, costs[j], got[j], want)
-				}
-			}
-			for i := range a {
-				fa, _ := c.HGetAll(ctx, a[i]).Result()
-				fb, _ := c.HGetAll(ctx, b[i]).Result()
-				ta, _ := c.PTTL(ctx, a[i]).Result()
-				tb, _ := c.PTTL(ctx, b[i]).Result()
-				if fmt.Sprint(fa) != fmt.Sprint(fb) || ta != tb {
-					t.Fatalf("round %d, batch %d, key %d: many left %v (PTTL %v), single %v (PTTL %v)", round, batch, i, fa, ta, fb, tb)
-				}
-			}
+			oneKeyTwinBatch(t, c, rng, many, single, a[:], b[:], fmt.Sprintf("round %d, batch %d", round, batch))
 			advance(time.Duration(rng.Int64N(int64(limit.Period/time.Millisecond))) * time.Millisecond)
 		}
 	}

@@ -62,51 +62,7 @@ func TestSlidingLogManyTwin(t *testing.T) {
 			}
 		}
 		for batch := range 3 {
-			var keysA, keysB []string
-			var costs []any
-			allOne := rng.IntN(2) == 0
-			for range 2 + rng.IntN(7) {
-				i := rng.IntN(len(a))
-				keysA, keysB = append(keysA, a[i]), append(keysB, b[i])
-				if allOne {
-					costs = append(costs, 1)
-				} else {
-					costs = append(costs, 1+rng.IntN(11))
-				}
-			}
-			var args []any
-			if !allOne {
-				args = costs // as a batching store sends calls that all cost 1: no ARGV
-			}
-			got, err := many.Run(ctx, c, keysA, args...).StringSlice()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(keysA) {
-				t.Fatalf("round %d, batch %d: %d replies for %d calls", round, batch, len(got), len(keysA))
-			}
-			for j, k := range keysB {
-				var args []any
-				if !allOne {
-					args = []any{costs[j]}
-				}
-				want, err := single.Run(ctx, c, []string{k}, args...).Text()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got[j] != want {
-					t.Fatalf("round %d, batch %d, call %d (%s, cost %v): many %q, single %q", round, batch, j, k, costs[j], got[j], want)
-				}
-			}
-			for i := range a {
-				za, _ := c.ZRangeWithScores(ctx, a[i], 0, -1).Result()
-				zb, _ := c.ZRangeWithScores(ctx, b[i], 0, -1).Result()
-				ta, _ := c.PTTL(ctx, a[i]).Result()
-				tb, _ := c.PTTL(ctx, b[i]).Result()
-				if fmt.Sprint(za) != fmt.Sprint(zb) || ta != tb {
-					t.Fatalf("round %d, batch %d, key %d: many left %v (PTTL %v), single %v (PTTL %v)", round, batch, i, za, ta, zb, tb)
-				}
-			}
+			oneKeyTwinBatch(t, c, rng, many, single, a[:], b[:], fmt.Sprintf("round %d, batch %d", round, batch))
 			advance(time.Duration(rng.Int64N(limit.Period.Microseconds())) * time.Microsecond)
 		}
 	}
