@@ -66,13 +66,15 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // to a store that keeps deadlines share them (see below): such a call's
 // deadline may come up to a 64th of d early, never late. A store
 // that gives up at the deadline itself ([Traits].KeepsDeadlines) is called
-// on the request's goroutine: a redisstore.Store that batches (its default
-// over a *redis.Client, whatever the client's options) is one, and so is
-// one over a client configured like this. Calls to any other store each run
-// on a goroutine of their own, which Check abandons at the deadline while
-// the call finishes in the background, where [Limiter.Close] waits for it.
-// With ContextTimeoutEnabled a lone call also goes out from the request's
-// goroutine, and a missed deadline frees its connection at once:
+// on the request's goroutine: a redisstore.Store over a *redis.Client,
+// whatever the client's options, is one (over a client without
+// ContextTimeoutEnabled it sends its calls through a clone of the client
+// that keeps them), and so is one over any client configured like this.
+// Calls to any other store each run on a goroutine of their own, which
+// Check abandons at the deadline while the call finishes in the
+// background, where [Limiter.Close] waits for it. With
+// ContextTimeoutEnabled a missed deadline frees its connection at once,
+// for every client type:
 //
 //	redis.NewClient(&redis.Options{
 //		Addr:                  addr,
@@ -83,9 +85,9 @@ func WithFailurePolicy(p FailurePolicy) Option {
 //		WriteTimeout:          time.Second,
 //	})
 //
-// Without ContextTimeoutEnabled, go-redis reads until its ReadTimeout (5 s
-// by default) and retries up to 3 times, so an abandoned call can hold a
-// connection for many seconds against a stalled Redis. MaxRetries: -1
+// Without ContextTimeoutEnabled, a Cluster or Ring client reads until its
+// ReadTimeout (5 s by default) and retries up to 3 times, so an abandoned
+// call can hold a connection for many seconds against a stalled Redis. MaxRetries: -1
 // disables go-redis's retries (0 means its default of 3): within a deadline
 // of milliseconds a retry has no time left to succeed, and the breaker
 // already decides when to try again.

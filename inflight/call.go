@@ -48,7 +48,7 @@ func (l *Limiter) do(ctx context.Context, timeout time.Duration, f func(context.
 	if l.keeps {
 		cctx, pooled := l.deadlines.Within(ctx, timeout)
 		defer l.deadlines.Put(pooled)
-		reply, err := guarded(cctx, f)
+		reply, err := guarded(l.divert.Mark(cctx), f)
 		return reply, deadlineError(ctx, cctx, err), false
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)

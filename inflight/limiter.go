@@ -56,6 +56,10 @@ type Result struct {
 type Limiter struct {
 	client redis.Scripter
 	keeps  bool // the client returns by its context's deadline by itself
+	// divert, when not nil, keeps the deadlines of calls made with
+	// contexts it marked, over a *redis.Client without
+	// ContextTimeoutEnabled (see do)
+	divert *redisopt.Divert
 	// deadlines are the pooled deadlines of the calls to a client that
 	// keeps them (see do)
 	deadlines tickctx.Pool
@@ -94,7 +98,6 @@ func New(client redis.Scripter, opts ...Option) (*Limiter, error) {
 	}
 	l := &Limiter{
 		client:    client,
-		keeps:     redisopt.KeepsDeadlines(client),
 		prefix:    core.DefaultPrefix,
 		lease:     DefaultLease,
 		timeout:   DefaultTimeout,
@@ -113,6 +116,8 @@ func New(client redis.Scripter, opts ...Option) (*Limiter, error) {
 			return nil, err
 		}
 	}
+	l.divert = redisopt.DivertOf(client)
+	l.keeps = l.divert != nil || redisopt.KeepsDeadlines(client)
 	l.local.held = make(map[string]int)
 	l.start()
 	return l, nil

@@ -54,15 +54,18 @@ func WithLease(d time.Duration) Option {
 // WithTimeout sets the deadline of each acquisition and release,
 // [DefaultTimeout] (50 ms) by default; a request's context with an earlier
 // deadline shortens it. A call that misses it counts as a failure of Redis
-// and goes to the failure policy. The deadline holds whatever the client:
-// a go-redis client without ContextTimeoutEnabled ignores it, so the call
-// then runs on a goroutine of its own, which the request abandons at the
-// deadline ([Limiter.Close] waits for it). Either way, a slot that an
-// acquisition past its deadline took after all is given back: as soon as
-// its late reply comes, or, when no reply will come (a client with
-// ContextTimeoutEnabled gives up at the deadline), by releasing its holder
-// until Redis has removed it (see the package documentation's When Redis
-// fails). Renewals, off the request path, get the longer of d and a tenth
+// and goes to the failure policy. The deadline holds whatever the client.
+// A *redis.Client without ContextTimeoutEnabled ignores it: the Limiter
+// sends its calls through a clone of the client over the same pool that
+// keeps it, on the request's goroutine (a hook it adds to the client routes
+// them there; hooks added to the client later do not see them). Over a
+// Cluster or Ring client without it, the call runs on a goroutine of its
+// own, which the request abandons at the deadline ([Limiter.Close] waits
+// for it). Either way, a slot that an acquisition past its deadline took
+// after all is given back: as soon as its late reply comes, or, when no
+// reply will come (a client that keeps the deadline gives up at it), by
+// releasing its holder until Redis has removed it (see the package
+// documentation's When Redis fails). Renewals, off the request path, get the longer of d and a tenth
 // of the lease time.
 func WithTimeout(d time.Duration) Option {
 	return func(l *Limiter) error {

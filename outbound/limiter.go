@@ -69,6 +69,10 @@ var ErrClosed = errors.New("ratekit: outbound: limiter closed")
 type Limiter struct {
 	client redis.Scripter
 	keeps  bool // the client gives up at its context's deadline by itself
+	// divert, when not nil, keeps the deadlines of calls made with
+	// contexts it marked, over a *redis.Client without
+	// ContextTimeoutEnabled (see call)
+	divert *redisopt.Divert
 	// deadlines are the pooled deadlines of calls to a client that keeps
 	// them (see call)
 	deadlines tickctx.Pool
@@ -130,8 +134,9 @@ func New(client redis.Scripter, name string, limit Limit, opts ...Option) (*Limi
 			return nil, err
 		}
 	}
+	divert := redisopt.DivertOf(client)
 	l := &Limiter{
-		client: client, keeps: redisopt.KeepsDeadlines(client), name: name, limit: limit, cfg: cfg,
+		client: client, keeps: divert != nil || redisopt.KeepsDeadlines(client), divert: divert, name: name, limit: limit, cfg: cfg,
 		channel: cfg.prefix + name + ":pauses", member: rand.Text(),
 		now: time.Now, keys: make(map[string]*keyState), stop: make(chan struct{}),
 	}

@@ -64,9 +64,13 @@ func WithPrefix(prefix string) Option {
 // ms) by default; a context with an earlier deadline shortens it. A call
 // that misses it counts as a failure of Redis, and the caller is decided
 // by this process's share of the rate (see [Limiter]). The deadline holds
-// whatever the client; a go-redis client without ContextTimeoutEnabled
-// ignores contexts, so its calls then run on a goroutine of their own that
-// the caller abandons at the deadline.
+// whatever the client. A *redis.Client without ContextTimeoutEnabled
+// ignores contexts: the Limiter sends its calls through a clone of the
+// client over the same pool that keeps them, on the caller's goroutine (a
+// hook it adds to the client routes them there; hooks added to the client
+// later do not see them). Over a Cluster or Ring client without it, calls
+// run on a goroutine of their own that the caller abandons at the
+// deadline.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

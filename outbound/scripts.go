@@ -141,7 +141,7 @@ func (l *Limiter) call(ctx context.Context, f func(context.Context) (any, error)
 		var pooled *tickctx.Ctx
 		cctx, pooled = l.deadlines.Within(ctx, l.cfg.timeout)
 		defer l.deadlines.Put(pooled)
-		reply, err = f(cctx)
+		reply, err = f(l.divert.Mark(cctx))
 	} else {
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeout(ctx, l.cfg.timeout)

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/redisopt"
 	"github.com/ratekit/ratekit/internal/storekey"
 )
 
@@ -29,16 +30,17 @@ type pipeliner interface {
 // crowd shares round trips ("natural batching"). maxWait optionally holds a
 // pipeline open a little longer before it is sent.
 //
-// Over a client that does not keep deadlines (without ContextTimeoutEnabled,
-// go-redis ignores the context's deadline on the socket), a caller must not
-// do the I/O itself, or a stalled server would hold it past its deadline:
-// pipelines then go out from senders, goroutines of the batcher's own (at
-// most one per slot, parked between pipelines for up to senderIdle, then
-// ended, and ended by close), and every caller waits for its answer with
-// its context's timer. A sender whose
-// pipeline returned sends the next batch itself, so a crowd costs no more
-// hand-offs than with callers leading; a lone call costs two (to the sender
-// and back), and no goroutine is made per call.
+// Over a client that does not keep deadlines (a Cluster or Ring client
+// without ContextTimeoutEnabled, which ignores the context's deadline on
+// the socket; a *redis.Client keeps them through the store's divert), a
+// caller must not do the I/O itself, or a stalled server would hold it
+// past its deadline: pipelines then go out from senders, goroutines of the
+// batcher's own (at most one per slot, parked between pipelines for up to
+// senderIdle, then ended, and ended by close), and every caller waits for
+// its answer with its context's timer. A sender whose pipeline returned
+// sends the next batch itself, so a crowd costs no more hand-offs than
+// with callers leading; a lone call costs two (to the sender and back),
+// and no goroutine is made per call.
 type batcher struct {
 	client   pipeliner
 	proc     processor // sends a pipeline of one call; nil if the client has none
@@ -53,6 +55,9 @@ type batcher struct {
 	// rather than from callers' goroutines (see batcher).
 	senders bool
 	work    chan []*batchCall // batches for parked senders; closed by close
+	// divert, when set, marks each pipeline's context so that the client
+	// keeps its deadline (see Store.divert)
+	divert *redisopt.Divert
 
 	mu       sync.Mutex
 	idle     sync.Cond    // signalled, under mu, when inflight drops to 0 after close
@@ -77,10 +82,13 @@ type batchCall struct {
 	// its cost times its sliding-log checks (see merge).
 	logUnits int
 
-	alone  [1]*batchCall // the batch of a call sent on its own
-	merged *mergedCall   // the script call deciding c with others, if any
-	state  uint8         // guarded by batcher.mu
-	lead   []*batchCall  // a batch this call is to lead, set before done
+	alone [1]*batchCall // the batch of a call sent on its own
+	// marked is the context of a pipeline this call is first in, marked
+	// for batcher.divert, held here so that marking allocates nothing
+	marked redisopt.Marked
+	merged *mergedCall  // the script call deciding c with others, if any
+	state  uint8        // guarded by batcher.mu
+	lead   []*batchCall // a batch this call is to lead, set before done
 	cmd    redis.Cmder
 	ireply int64
 	sreply string
@@ -455,6 +463,9 @@ func (b *batcher) flush(batch []*batchCall) {
 		defer cc.cancel()
 		ctx = cc
 		merged = b.merge(batch)
+	}
+	if b.divert != nil {
+		ctx = batch[0].marked.Set(b.divert, ctx)
 	}
 	if len(batch) == 1 && b.proc != nil {
 		c := batch[0]

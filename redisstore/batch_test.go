@@ -346,16 +346,31 @@ func (h countMerged) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // TestBatchingKeepsDeadlinesOverDefaultClient stops redis-server (SIGSTOP)
 // under a batching store over a client without ContextTimeoutEnabled,
 // which ignores the context's deadline on the socket, here with no read
-// timeout at all: a call whose I/O ran on the caller's goroutine would
-// wait for as long as the server is stopped. Every call still returns
-// while it is stopped, with its own context's error, its pipeline's I/O
-// waiting on one of the store's senders; so do peeks and refunds, which
-// have pipeline slots of their own; no goroutine is made per call (at
-// most one per pipeline slot is stuck in I/O); once the server resumes,
-// calls are decided; and Close leaves no goroutine behind.
+// timeout at all: a call whose I/O ran on the caller's goroutine through
+// the client as it is would wait for as long as the server is stopped.
+// Over a client whose timeouts set socket deadlines the store's calls go
+// through a view of it that keeps them (redisopt.Divert); over one that
+// sets none (ReadTimeout -2), pipelines go out from the store's senders.
+// Either way every call returns while the server is stopped, with its own
+// context's error; so do peeks and refunds, which have pipeline slots of
+// their own; no goroutine is made per call (at most one per pipeline slot
+// is stuck in I/O); once the server resumes, calls are decided; and Close
+// leaves no goroutine behind.
 func TestBatchingKeepsDeadlinesOverDefaultClient(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+	}{
+		{"no read timeout", -1},
+		{"no socket deadlines", -2},
+	} {
+		t.Run(tc.name, func(t *testing.T) { batchingKeepsDeadlines(t, tc.timeout) })
+	}
+}
+
+func batchingKeepsDeadlines(t *testing.T, readTimeout time.Duration) {
 	srv := redistest.StartServer(t)
-	c := srv.Client(t, func(o *redis.Options) { o.ReadTimeout = -1 })
+	c := srv.Client(t, func(o *redis.Options) { o.ReadTimeout = readTimeout })
 	ignore := goleak.IgnoreCurrent()
 	const parallel = 2
 	s := testkit.MustRedis(c, redisstore.WithBatching(redisstore.Batching{Parallel: parallel}))

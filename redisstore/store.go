@@ -54,8 +54,13 @@ type Store struct {
 	born     time.Time
 	resets   resetHub // reset watchers' subscription
 	// keeps is set when the client keeps deadlines itself
-	// (ContextTimeoutEnabled); see Traits.
+	// (ContextTimeoutEnabled), or divert keeps them; see Traits.
 	keeps bool
+	// divert keeps the deadlines of calls through a *redis.Client without
+	// ContextTimeoutEnabled on the caller's goroutine: calls made with a
+	// context it marked go out through a view of the client that keeps
+	// them. nil for any other client.
+	divert *redisopt.Divert
 	// detached counts the calls that run on a goroutine of their own
 	// because the client does not keep deadlines (see bounded); Close
 	// waits for them.
@@ -111,7 +116,13 @@ type processor interface {
 // New returns a store over client: a *redis.Client,
 // *redis.ClusterClient, *redis.Ring, a failover client, or anything else
 // that runs scripts. The client's pool, TLS, timeouts and hooks apply
-// unchanged; Store never closes it.
+// unchanged; Store never closes it. Over a *redis.Client without
+// ContextTimeoutEnabled, whose sockets ignore the context's deadline, New
+// adds a hook to the client, after the hooks it has, that sends the
+// store's calls, and only those, through a clone of the client over the
+// same pool with ContextTimeoutEnabled set, so that they keep their
+// deadlines on the caller's goroutine (see Traits); hooks added to the
+// client after New do not see the store's calls.
 //
 // Scripts run by EVALSHA and fall back to EVAL when the server does not know
 // them yet (after a restart or failover), so nothing needs loading first.
@@ -142,7 +153,8 @@ func New(client redis.Scripter, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{client: client, born: time.Now(), keeps: redisopt.KeepsDeadlines(client)}
+	s := &Store{client: client, born: time.Now(), divert: redisopt.DivertOf(client)}
+	s.keeps = s.divert != nil || redisopt.KeepsDeadlines(client)
 	s.proc, _ = client.(processor)
 	s.cluster, _ = client.(*redis.ClusterClient)
 	// a plain client talks to one server (or one Sentinel-watched master),
@@ -159,22 +171,26 @@ func New(client redis.Scripter, opts ...Option) (*Store, error) {
 		}
 		s.batch = newBatcher(p, s.proc, b.MaxBatch, b.Parallel, b.MaxWait, oneServer, !s.keeps)
 		s.quotas = newBatcher(p, s.proc, b.MaxBatch, b.Parallel, b.MaxWait, oneServer, !s.keeps)
+		s.batch.divert, s.quotas.divert = s.divert, s.divert
 	}
 	return s, nil
 }
 
-// Traits reports whether the store keeps deadlines by itself. It does when
-// it batches, whatever the client's options: a call waits for its pipeline
-// with its context's timer, and over a client without
-// ContextTimeoutEnabled the pipelines go out from goroutines of the
-// store's own rather than the caller's, so a stalled server holds no caller
-// past its deadline (a call that would make one such goroutine per call,
-// a reset or an override's write, makes it and waits for it until the
-// deadline). Unbatched, it keeps them over a *redis.Client,
-// *redis.ClusterClient or *redis.Ring with ContextTimeoutEnabled, which
-// sets each connection's read and write deadlines from the context, and
-// dials, waits for a pooled connection and backs off between retries
-// within it. See [core.WithTimeout].
+// Traits reports whether the store keeps deadlines by itself. It does over
+// a *redis.Client, *redis.ClusterClient or *redis.Ring with
+// ContextTimeoutEnabled, which sets each connection's read and write
+// deadlines from the context, and dials, waits for a pooled connection and
+// backs off between retries within it; and over any *redis.Client whose
+// timeouts set socket deadlines, through the clone New sends the store's
+// calls through. It also does when it batches, whatever the client's
+// options: a call waits for its pipeline with its context's timer, and over
+// a client that keeps no deadlines (a Cluster or Ring client without
+// ContextTimeoutEnabled, a client whose ReadTimeout of -2 sets no socket
+// deadline) the pipelines go out from goroutines of the store's own rather
+// than the caller's, so a stalled server holds no caller past its deadline
+// (a call that would make one such goroutine per call, a reset or an
+// override's write, makes it and waits for it until the deadline). See
+// [core.WithTimeout].
 //
 // Over a *redis.ClusterClient it also states each key's shard: the
 // address of the master that serves the key's slot in the client's slot
@@ -201,7 +217,7 @@ func (s *Store) Traits() core.Traits {
 // writes); decisions, peeks and refunds go through the batchers.
 func (s *Store) bounded(ctx context.Context, f func(context.Context) error) error {
 	if s.keeps || s.batch == nil {
-		return f(ctx)
+		return f(s.divert.Mark(ctx))
 	}
 	done := make(chan error, 1)
 	s.detached.Add(1)
@@ -410,6 +426,7 @@ func (s *Store) manyArgs(checks []core.Check, n int, extra []any) []any {
 // args[0] and args[1]. It returns the reply as sc answers it: an integer
 // or a string.
 func (s *Store) eval(ctx context.Context, sc *script, args []any) (int64, string, error) {
+	ctx = s.divert.Mark(ctx)
 	args[0], args[1] = "evalsha", sc.sha
 	for {
 		cmd := newScriptCmd(ctx, sc, args)
