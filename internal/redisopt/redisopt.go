@@ -6,6 +6,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"time"
 	"weak"
 
 	"github.com/redis/go-redis/v9"
@@ -20,20 +21,21 @@ import (
 func KeepsDeadlines(client redis.Scripter) bool {
 	switch c := client.(type) {
 	case *redis.Client:
-		return keeps(c.Options())
+		o := c.Options()
+		return o.ContextTimeoutEnabled && socketDeadlines(o.ReadTimeout, o.WriteTimeout)
 	case *redis.ClusterClient:
 		o := c.Options()
-		return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
+		return o.ContextTimeoutEnabled && socketDeadlines(o.ReadTimeout, o.WriteTimeout)
 	case *redis.Ring:
 		o := c.Options()
-		return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
+		return o.ContextTimeoutEnabled && socketDeadlines(o.ReadTimeout, o.WriteTimeout)
 	}
 	return false
 }
 
-func keeps(o *redis.Options) bool {
-	return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
-}
+// socketDeadlines reports whether a client of these (normalized) timeouts
+// sets deadlines on its sockets: -1 (-2 as given) sets none.
+func socketDeadlines(read, write time.Duration) bool { return read >= 0 && write >= 0 }
 
 // Divert keeps the context's deadline for calls through a *redis.Client
 // without ContextTimeoutEnabled, on the caller's goroutine. Such a client
@@ -77,7 +79,7 @@ func DivertOf(client redis.Scripter) *Divert {
 		return nil
 	}
 	o := c.Options()
-	if o.ContextTimeoutEnabled || o.ReadTimeout < 0 || o.WriteTimeout < 0 {
+	if o.ContextTimeoutEnabled || !socketDeadlines(o.ReadTimeout, o.WriteTimeout) {
 		return nil
 	}
 	key := weak.Make(c)

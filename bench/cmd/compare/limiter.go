@@ -95,8 +95,8 @@ func identityKey(r core.Request) (string, error) {
 // with one rule over the RedisStore as it ships, through the shared client
 // (the quick start's), or, with defaultClient, through a client of its own
 // with go-redis's default options but the pool's size: no
-// ContextTimeoutEnabled, so that the store keeps the deadline itself, and
-// go-redis's retries.
+// ContextTimeoutEnabled, so that the store keeps the deadline through its
+// clone of the client, and go-redis's retries.
 func limiterContender(defaultClient bool) contender {
 	name, client := limiterName, "the shared client"
 	if defaultClient {
