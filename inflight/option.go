@@ -65,8 +65,8 @@ func WithLease(d time.Duration) Option {
 // after all is given back: as soon as its late reply comes, or, when no
 // reply will come (a client that keeps the deadline gives up at it), by
 // releasing its holder until Redis has removed it (see the package
-// documentation's When Redis fails). Renewals, off the request path, get the longer of d and a tenth
-// of the lease time.
+// documentation's When Redis fails). Renewals, off the request path, get
+// the longer of d and a tenth of the lease time.
 func WithTimeout(d time.Duration) Option {
 	return func(l *Limiter) error {
 		if d <= 0 {
