@@ -116,8 +116,7 @@ func New(client redis.Scripter, opts ...Option) (*Limiter, error) {
 			return nil, err
 		}
 	}
-	l.divert = redisopt.DivertOf(client)
-	l.keeps = l.divert != nil || redisopt.KeepsDeadlines(client)
+	l.divert, l.keeps = redisopt.KeepDeadlines(client)
 	l.local.held = make(map[string]int)
 	l.start()
 	return l, nil

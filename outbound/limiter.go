@@ -134,9 +134,9 @@ func New(client redis.Scripter, name string, limit Limit, opts ...Option) (*Limi
 			return nil, err
 		}
 	}
-	divert := redisopt.DivertOf(client)
+	divert, keeps := redisopt.KeepDeadlines(client)
 	l := &Limiter{
-		client: client, keeps: divert != nil || redisopt.KeepsDeadlines(client), divert: divert, name: name, limit: limit, cfg: cfg,
+		client: client, keeps: keeps, divert: divert, name: name, limit: limit, cfg: cfg,
 		channel: cfg.prefix + name + ":pauses", member: rand.Text(),
 		now: time.Now, keys: make(map[string]*keyState), stop: make(chan struct{}),
 	}

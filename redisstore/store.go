@@ -153,8 +153,8 @@ func New(client redis.Scripter, opts ...Option) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{client: client, born: time.Now(), divert: redisopt.DivertOf(client)}
-	s.keeps = s.divert != nil || redisopt.KeepsDeadlines(client)
+	s := &Store{client: client, born: time.Now()}
+	s.divert, s.keeps = redisopt.KeepDeadlines(client)
 	s.proc, _ = client.(processor)
 	s.cluster, _ = client.(*redis.ClusterClient)
 	// a plain client talks to one server (or one Sentinel-watched master),

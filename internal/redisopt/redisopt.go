@@ -1,5 +1,6 @@
 // Package redisopt reads what ratekit's Redis-backed packages need to know
-// of a go-redis client's options.
+// of a go-redis client's options, and keeps their calls' deadlines over a
+// client that does not keep them itself (see Divert).
 package redisopt
 
 import (
@@ -31,6 +32,19 @@ func KeepsDeadlines(client redis.Scripter) bool {
 		return o.ContextTimeoutEnabled && socketDeadlines(o.ReadTimeout, o.WriteTimeout)
 	}
 	return false
+}
+
+// KeepDeadlines returns how calls through client can return by their
+// context's deadline on the caller's goroutine: keeps is set when the
+// client keeps deadlines itself (see KeepsDeadlines), or through d, the
+// client's Divert (see DivertOf), with which the calls' contexts must then
+// be marked. d is nil when the client needs none or a Divert cannot help;
+// keeps is unset when no call through client keeps its deadline.
+func KeepDeadlines(client redis.Scripter) (d *Divert, keeps bool) {
+	if d = DivertOf(client); d != nil {
+		return d, true
+	}
+	return nil, KeepsDeadlines(client)
 }
 
 // socketDeadlines reports whether a client of these (normalized) timeouts
