@@ -21,7 +21,9 @@ func caddyfile(t *testing.T, e *edge, addr, admin string) string {
 	}
 	cf, err = Substitute(cf,
 		"admin localhost:2019", "admin "+admin,
-		"http://:8000", "http://"+addr,
+		// on loopback alone: a wildcard bind of the port would clash with
+		// the test clients' sockets on other loopback addresses
+		"http://:8000 {", "http://"+addr+" {\n\tbind 127.0.0.1",
 		"ratekit-a:8080 ratekit-b:8080", e.replicas[0].HTTP+" "+e.replicas[1].HTTP,
 		"app:9000", e.app.Addr())
 	if err != nil {

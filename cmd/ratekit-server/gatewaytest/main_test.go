@@ -263,3 +263,43 @@ func checkHeaders(t *testing.T, a answer, limit, remaining int) {
 		t.Errorf("RateLimit %q", s)
 	}
 }
+
+// remaining lists each answer's status and X-RateLimit-Remaining, for a
+// failure's message.
+func remaining(as []answer) string {
+	var b strings.Builder
+	for _, a := range as {
+		fmt.Fprintf(&b, " %d/%s", a.status, a.header.Get("X-RateLimit-Remaining"))
+	}
+	return b.String()
+}
+
+// counters lists every key of the edge's Redis with its value and the
+// ms left of its expiry, for a failure's message: what the replicas
+// counted.
+func counters(t *testing.T, e *edge) string {
+	t.Helper()
+	ctx := context.Background()
+	rdb := e.redis.Client(t)
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		return "the counters: " + err.Error()
+	}
+	var b strings.Builder
+	b.WriteString("the counters in Redis:")
+	for _, k := range keys {
+		v, _ := rdb.Get(ctx, k).Result()
+		ttl, _ := rdb.PTTL(ctx, k).Result()
+		fmt.Fprintf(&b, "\n  %q = %q, %v left", k, v, ttl)
+	}
+	return b.String()
+}
+
+// requests lists what the app saw, for a failure's message.
+func requests(seen []Seen) string {
+	var b strings.Builder
+	for _, s := range seen {
+		fmt.Fprintf(&b, "\n  %s %s %v", s.Method, s.URI, s.Header)
+	}
+	return b.String()
+}

@@ -73,7 +73,7 @@ func testGateway(t *testing.T, e *edge, gws []string, noReplica int) {
 		before := e.app.Hits()
 		as := c.burst(gws, "GET", "/", 30)
 		if n := count(t, as); n[200] != 10 || n[429] != 20 {
-			t.Fatalf("30 requests at once over %d gateways: %v; want 10 passed, 20 denied", len(gws), n)
+			t.Fatalf("30 requests at once over %d gateways: %v; want 10 passed, 20 denied\n%s", len(gws), n, counters(t, e))
 		}
 		if got := e.app.Hits() - before; got != 10 {
 			t.Fatalf("%d requests reached the app; want 10", got)
@@ -95,9 +95,10 @@ func testGateway(t *testing.T, e *edge, gws []string, noReplica int) {
 	t.Run("login", func(t *testing.T) {
 		awaitWindow(5 * time.Second)
 		c := newClient(t)
+		seen := len(e.app.Seen())
 		as := c.burst(gws, "POST", "/login", 9)
 		if n := count(t, as); n[200] != 3 || n[429] != 6 {
-			t.Fatalf("9 logins at once: %v; want 3 passed, 6 denied", n)
+			t.Fatalf("9 logins at once: %v; want 3 passed, 6 denied\n%s", n, counters(t, e))
 		}
 		for _, a := range as {
 			if a.status == 429 {
@@ -105,8 +106,9 @@ func testGateway(t *testing.T, e *edge, gws []string, noReplica int) {
 			}
 		}
 		// the logins counted toward the address's 10 as well
-		if n := count(t, c.burst(gws, "GET", "/", 10)); n[200] != 1 {
-			t.Fatalf("after 9 logins, 10 requests: %v; want 1 passed", n)
+		gets := c.burst(gws, "GET", "/", 10)
+		if n := count(t, gets); n[200] != 1 {
+			t.Fatalf("after 9 logins, 10 requests: %v; want 1 passed\nlogins: %s\nrequests: %s\n%s\nthe app saw: %s", n, remaining(as), remaining(gets), counters(t, e), requests(e.app.Seen()[seen:]))
 		}
 	})
 

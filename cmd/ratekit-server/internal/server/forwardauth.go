@@ -425,7 +425,15 @@ func checkHandler(svc *service.Service, ipKey core.KeyFunc, log *slog.Logger) ht
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		case tickctx.Expired(r.Context()) != nil:
-			return // the gateway gave up (its deadline passed, its timer fired or not)
+			// the gateway gave up, or its connection broke: net/http
+			// cancels the request's context when a read of the connection
+			// fails, a half-close among such failures, while the gateway
+			// may still read. Returning without a status would answer 200,
+			// which lets the request through undecided; closing the
+			// connection answers nothing, and the gateway decides as it
+			// does when a replica fails (Caddy asks the next one).
+			log.Debug("/check: the gateway's connection ended before the decision", "error", err)
+			panic(http.ErrAbortHandler)
 		default:
 			log.Warn("/check failed", "error", err)
 			http.Error(w, "The rate limiter failed.", http.StatusInternalServerError)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -320,6 +322,44 @@ func TestCheckControls(t *testing.T) {
 	n := newCheckFixture(t, "", service.Options{})
 	if w := n.check("domain=d&u=1"); w.Code != 503 {
 		t.Fatalf("no configuration: %d", w.Code)
+	}
+}
+
+// TestCheckGatewayGone: a check whose request context ended before the
+// decision (net/http ends it when a read of the connection fails, as when
+// the gateway half-closes it) answers nothing: no status, and above all not
+// the 200 that a handler returning without one would send, which a gateway
+// takes for an allowed request. Nothing is counted.
+func TestCheckGatewayGone(t *testing.T) {
+	f := newCheckFixture(t, checkConfig, service.Options{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // the half-close below reached the server
+		f.h(w, r)
+	}))
+	defer srv.Close()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /check?domain=d&u=a HTTP/1.1\r\nHost: ratekit\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	answer, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	if len(answer) > 0 {
+		t.Fatalf("the check answered %q; want the connection closed without an answer", answer)
+	}
+	if got := f.remaining(t, "u", "a"); got != 2 {
+		t.Fatalf("%d of 2 left after a check nobody waited for; want nothing spent", got)
 	}
 }
 
