@@ -110,6 +110,12 @@ func testGateway(t *testing.T, e *edge, gws []string, noReplica int) {
 		if n := count(t, gets); n[200] != 1 {
 			t.Fatalf("after 9 logins, 10 requests: %v; want 1 passed\nlogins: %s\nrequests: %s\n%s\nthe app saw: %s", n, remaining(as), remaining(gets), counters(t, e), requests(e.app.Seen()[seen:]))
 		}
+		for _, a := range gets {
+			// a request let through unchecked would carry no fields
+			if a.status == 200 && a.header.Get("X-RateLimit-Limit") != "10" {
+				t.Errorf("an allowed answer without the address's fields: %v", a.header)
+			}
+		}
 	})
 
 	t.Run("upstream untouched", func(t *testing.T) {
