@@ -11,6 +11,7 @@ import (
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redisopt"
 	"github.com/ratekit/ratekit/internal/storekey"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // pipeliner is what batching needs of a client: *redis.Client,
@@ -68,6 +69,11 @@ type batcher struct {
 	wg       sync.WaitGroup // senders, and goroutines that took over a leader's work
 	pool     sync.Pool
 	rtt      rttGauge // the pipelines' round trips, which decide whether more may open
+	// expiry answers the queued calls whose deadline the batch keeps (see
+	// batchCall.until) once that deadline passes; armedAt is the instant
+	// it is armed for, in Unix ns (0: not armed)
+	expiry  *time.Timer
+	armedAt int64
 }
 
 // batchCall is one script call through the batcher. The fields up to ctx
@@ -78,6 +84,14 @@ type batchCall struct {
 	args []any // "evalsha", sha, number of keys, keys, arguments
 	one  oneKeyArgs
 	ctx  context.Context
+	// until, when not 0, is the deadline of a context that cannot be
+	// cancelled (a Limiter's pooled tickctx.Ctx), in Unix ns, which the
+	// batch keeps instead of the caller's select: a queued call is
+	// answered at it by the batcher's expiry, a pipeline ends by the
+	// earliest such deadline of its calls, and the caller waits on done
+	// alone. Selecting on the context too would cost every call a second
+	// channel, one that the calls of a tick all share.
+	until int64
 	// logUnits is the number of sliding-log members the call may add:
 	// its cost times its sliding-log checks (see merge).
 	logUnits int
@@ -158,6 +172,10 @@ func (b *batcher) recycle(c *batchCall) {
 // string, as c's script answers.
 func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
 	c.ctx = ctx
+	if tc, ok := ctx.(*tickctx.Ctx); ok && !b.senders {
+		d, _ := tc.Deadline()
+		c.until = d.UnixNano()
+	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -197,6 +215,9 @@ func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
 func (b *batcher) enqueue(ctx context.Context, c *batchCall) []*batchCall {
 	c.state = callQueued
 	b.pending = append(b.pending, c)
+	if c.until != 0 {
+		b.arm(c.until)
+	}
 	if !b.mayOpen() {
 		b.mu.Unlock()
 		return nil
@@ -298,6 +319,15 @@ func (b *batcher) send(batch []*batchCall) {
 // await waits for c's answer, or for a batch it is to lead, until ctx
 // ends.
 func (b *batcher) await(ctx context.Context, c *batchCall) (int64, string, error) {
+	if c.until != 0 {
+		// the batch keeps c's deadline: its answer, its batch to lead,
+		// or its expiry comes by then
+		<-c.done
+		if c.lead != nil {
+			b.lead(c.lead, c)
+		}
+		return b.reply(c)
+	}
 	select {
 	case <-c.done:
 	case <-ctx.Done():
@@ -358,6 +388,13 @@ func (b *batcher) reply(c *batchCall) (int64, string, error) {
 // take removes up to maxBatch calls from the front of the queue, under
 // b.mu; nil if none is queued.
 func (b *batcher) take() []*batchCall {
+	if b.armedAt != 0 {
+		if now := time.Now().UnixNano(); now >= b.armedAt {
+			// a call at its deadline is answered, not sent: a pipeline
+			// ends by the earliest deadline it keeps
+			b.expireQueued(now)
+		}
+	}
 	n := min(len(b.pending), b.maxBatch)
 	if n == 0 {
 		return nil
@@ -727,6 +764,56 @@ func (m *mergedCall) answer() {
 	}
 }
 
+// arm makes sure that the batcher's expiry fires by until, under b.mu.
+func (b *batcher) arm(until int64) {
+	if b.armedAt != 0 && b.armedAt <= until {
+		return
+	}
+	if b.expiry != nil {
+		b.expiry.Stop()
+	}
+	b.armedAt = until
+	b.expiry = time.AfterFunc(time.Until(time.Unix(0, until)), b.expire)
+}
+
+// expire is the batcher's expiry: it answers the queued calls at their
+// deadline and arms itself for the next.
+func (b *batcher) expire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.expireQueued(time.Now().UnixNano())
+}
+
+// expireQueued answers, at now, each queued call whose deadline the batch
+// keeps and which has passed: it was never sent. It arms the expiry for
+// the earliest deadline left. Called under b.mu.
+func (b *batcher) expireQueued(now int64) {
+	b.armedAt = 0
+	var next int64
+	kept := b.pending[:0]
+	for _, c := range b.pending {
+		switch {
+		case c.until == 0:
+		case c.until <= now:
+			c.state = callTaken
+			c.err = fmt.Errorf("%w: %w", core.ErrNotSent, context.DeadlineExceeded)
+			c.done <- struct{}{}
+			continue
+		case next == 0 || c.until < next:
+			next = c.until
+		}
+		kept = append(kept, c)
+	}
+	clear(b.pending[len(kept):])
+	b.pending = kept
+	if next != 0 {
+		b.arm(next)
+	}
+}
+
 type cancelCtx struct {
 	context.Context
 	cancel context.CancelFunc
@@ -734,8 +821,20 @@ type cancelCtx struct {
 
 // batchContext is the context of a pipeline: it carries no caller's
 // cancellation (one caller giving up must not fail the others) and ends at
-// the latest of the callers' deadlines, if every caller has one.
+// the earliest deadline that the batch keeps for its callers (see
+// batchCall.until), if any; else at the latest of the callers' deadlines,
+// if every caller has one.
 func batchContext(batch []*batchCall) cancelCtx {
+	var earliest int64
+	for _, c := range batch {
+		if c.until != 0 && (earliest == 0 || c.until < earliest) {
+			earliest = c.until
+		}
+	}
+	if earliest != 0 {
+		ctx, cancel := context.WithDeadline(context.WithoutCancel(batch[0].ctx), time.Unix(0, earliest))
+		return cancelCtx{ctx, cancel}
+	}
 	var latest time.Time
 	for _, c := range batch {
 		d, ok := c.ctx.Deadline()
@@ -762,6 +861,10 @@ func (b *batcher) close() {
 	b.closed = true
 	queued := b.pending
 	b.pending = nil
+	if b.expiry != nil {
+		b.expiry.Stop()
+		b.expiry, b.armedAt = nil, 0
+	}
 	for _, c := range queued {
 		c.state = callTaken
 		c.err = core.ErrClosed

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/internal/redistest"
+	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
 // TestQueuedCallAtItsDeadlineIsNotSent stops redis-server (SIGSTOP) while
@@ -19,61 +20,92 @@ import (
 // its error wraps core.ErrNotSent with the context's, so that a Limiter
 // refunds nothing of it; once the server resumes, the key holds the units
 // of the sent calls alone. A call that was sent and then cut at its
-// deadline does not say so: it may have spent.
+// deadline does not say so: it may have spent. Each runs with a caller's
+// context and with a Limiter's pooled deadline, which the batch keeps:
+// the queued call returns at its own deadline, while the call in flight
+// still waits for the server.
 func TestQueuedCallAtItsDeadlineIsNotSent(t *testing.T) {
 	srv := redistest.StartServer(t)
 	for _, kind := range stoppedClientKinds {
-		t.Run(kind.name, func(t *testing.T) {
-			s := mustNew(srv.Client(t, kind.opts...), WithBatching(Batching{Parallel: 1}))
-			defer s.Close()
-			checks := []core.Check{{Key: "rk:unsent:{user:" + kind.name + "}", Limit: core.PerHour(10)}}
-			allow := func(ctx context.Context) ([]core.Result, error) { return s.AllowAllN(ctx, checks, 1) }
-			if _, err := allow(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			// the caller has its answer before the sender frees the slot:
-			// a slot still taken would pass for the next call's below
-			s.waitInflight(t, 0)
+		for _, dl := range deadlineKinds {
+			t.Run(kind.name+"/"+dl.name, func(t *testing.T) { queuedCallAtItsDeadline(t, srv, kind.name+"/"+dl.name, kind.opts, dl.within) })
+		}
+	}
+}
 
-			resume := pause(t, srv)
-			defer resume()
-			// the call that takes the only slot, sent into the stopped server
-			sent := inBackground(func(ctx context.Context) error { _, err := allow(ctx); return err })
-			s.waitInflight(t, 1)
-			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			_, err := allow(ctx)
-			cancel()
-			if !errors.Is(err, core.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("a call queued behind a stopped server at its deadline: %v; want core.ErrNotSent and context.DeadlineExceeded", err)
-			}
-			resume()
-			if err := <-sent; err != nil {
-				t.Fatalf("the call sent before the stop, once the server resumed: %v", err)
-			}
-			s.waitInflight(t, 0)
+// deadlineKinds are the two ways a call's deadline comes to the store: a
+// caller's context of its own, which a batched call selects on, and a
+// Limiter's pooled one, which cannot be cancelled and whose deadline the
+// batch keeps (batchCall.until).
+var deadlineKinds = []struct {
+	name   string
+	within func(time.Duration) (context.Context, context.CancelFunc)
+}{
+	{"the caller's context", func(d time.Duration) (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), d)
+	}},
+	{"a pooled deadline", func(d time.Duration) (context.Context, context.CancelFunc) {
+		var pool tickctx.Pool
+		ctx, pc := pool.Within(context.Background(), d)
+		return ctx, func() { pool.Put(pc) }
+	}},
+}
 
-			// a call cut at its deadline once sent
-			resume = pause(t, srv)
-			defer resume()
-			ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
-			_, err = allow(ctx)
-			cancel()
-			if err == nil || errors.Is(err, core.ErrNotSent) {
-				t.Errorf("a call sent into a stopped server, at its deadline: %v; want an error that does not say it was not sent", err)
-			}
-			resume()
-			s.waitInflight(t, 0)
+func queuedCallAtItsDeadline(t *testing.T, srv *redistest.Server, name string, opts []func(*redis.Options), within func(time.Duration) (context.Context, context.CancelFunc)) {
+	s := mustNew(srv.Client(t, opts...), WithBatching(Batching{Parallel: 1}))
+	defer s.Close()
+	checks := []core.Check{{Key: "rk:unsent:{user:" + name + "}", Limit: core.PerHour(10)}}
+	allow := func(ctx context.Context) ([]core.Result, error) { return s.AllowAllN(ctx, checks, 1) }
+	if _, err := allow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// the caller has its answer before the sender frees the slot:
+	// a slot still taken would pass for the next call's below
+	s.waitInflight(t, 0)
 
-			res, err := allow(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			// 10 less the first call, the one held in the slot, the one
-			// cut once sent, and this one
-			if res[0].Remaining != 6 {
-				t.Errorf("the key holds %d of 10 after four sent calls and one queued, want 6: the queued call spent nothing", res[0].Remaining)
-			}
-		})
+	resume := pause(t, srv)
+	defer resume()
+	// the call that takes the only slot, sent into the stopped server
+	sent := inBackground(func(ctx context.Context) error { _, err := allow(ctx); return err })
+	s.waitInflight(t, 1)
+	ctx, cancel := within(50 * time.Millisecond)
+	_, err := allow(ctx)
+	cancel()
+	if !errors.Is(err, core.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a call queued behind a stopped server at its deadline: %v; want core.ErrNotSent and context.DeadlineExceeded", err)
+	}
+	select {
+	case err := <-sent:
+		// the call in flight keeps a minute's deadline
+		t.Fatalf("the queued call returned only once the call in flight had (%v): not at its own deadline", err)
+	default:
+	}
+	resume()
+	if err := <-sent; err != nil {
+		t.Fatalf("the call sent before the stop, once the server resumed: %v", err)
+	}
+	s.waitInflight(t, 0)
+
+	// a call cut at its deadline once sent
+	resume = pause(t, srv)
+	defer resume()
+	ctx, cancel = within(50 * time.Millisecond)
+	_, err = allow(ctx)
+	cancel()
+	if err == nil || errors.Is(err, core.ErrNotSent) {
+		t.Errorf("a call sent into a stopped server, at its deadline: %v; want an error that does not say it was not sent", err)
+	}
+	resume()
+	s.waitInflight(t, 0)
+
+	res, err := allow(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10 less the first call, the one held in the slot, the one
+	// cut once sent, and this one
+	if res[0].Remaining != 6 {
+		t.Errorf("the key holds %d of 10 after four sent calls and one queued, want 6: the queued call spent nothing", res[0].Remaining)
 	}
 }
 

@@ -183,14 +183,16 @@ func New(client redis.Scripter, opts ...Option) (*Store, error) {
 // backs off between retries within it; and over any *redis.Client whose
 // timeouts set socket deadlines, through the clone New sends the store's
 // calls through. It also does when it batches, whatever the client's
-// options: a call waits for its pipeline with its context's timer, and over
-// a client that keeps no deadlines (a Cluster or Ring client without
-// ContextTimeoutEnabled, a client whose ReadTimeout of -2 sets no socket
-// deadline) the pipelines go out from goroutines of the store's own rather
-// than the caller's, so a stalled server holds no caller past its deadline
-// (a call that would make one such goroutine per call, a reset or an
-// override's write, makes it and waits for it until the deadline). See
-// [core.WithTimeout].
+// options: a call waits for its pipeline with its context's timer (or, for
+// a Limiter's own deadline, which cannot be cancelled, the batch keeps it:
+// the pipeline ends by it, and a call still queued then is answered as not
+// sent), and over a client that keeps no deadlines (a Cluster or Ring
+// client without ContextTimeoutEnabled, a client whose ReadTimeout of -2
+// sets no socket deadline) the pipelines go out from goroutines of the
+// store's own rather than the caller's, so a stalled server holds no
+// caller past its deadline (a call that would make one such goroutine per
+// call, a reset or an override's write, makes it and waits for it until
+// the deadline). See [core.WithTimeout].
 //
 // Over a *redis.ClusterClient it also states each key's shard: the
 // address of the master that serves the key's slot in the client's slot
