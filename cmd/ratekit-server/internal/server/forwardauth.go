@@ -390,6 +390,30 @@ var deniedBodies = func() (b [200][]byte) {
 	return b
 }()
 
+// checkFailed answers a check that the service could not decide: 400 for
+// a request it refuses, 503 before a configuration is loaded, 500 for a
+// failure. When the gateway gave up or its connection broke, it answers
+// nothing: net/http ends the request's context when a read of the
+// connection fails, a half-close among such failures, while the gateway
+// may still read, and returning without a status would answer 200, which
+// lets the request through undecided. Closing the connection answers
+// nothing, and the gateway does as when a replica fails (Caddy asks the
+// next one).
+func checkFailed(w http.ResponseWriter, r *http.Request, err error, log *slog.Logger) {
+	switch {
+	case errors.Is(err, service.ErrBadRequest):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	case errors.Is(err, service.ErrNoConfig):
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	case tickctx.Expired(r.Context()) != nil:
+		log.Debug("/check: the gateway's connection ended before the decision", "error", err)
+		panic(http.ErrAbortHandler)
+	default:
+		log.Warn("/check failed", "error", err)
+		http.Error(w, "The rate limiter failed.", http.StatusInternalServerError)
+	}
+}
+
 // checkHandler serves /check over svc.
 func checkHandler(svc *service.Service, ipKey core.KeyFunc, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -416,27 +440,8 @@ func checkHandler(svc *service.Service, ipKey core.KeyFunc, log *slog.Logger) ht
 			return
 		}
 		resp, dec, err := svc.Decide(r.Context(), req)
-		switch {
-		case err == nil:
-		case errors.Is(err, service.ErrBadRequest):
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		case errors.Is(err, service.ErrNoConfig):
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		case tickctx.Expired(r.Context()) != nil:
-			// the gateway gave up, or its connection broke: net/http
-			// cancels the request's context when a read of the connection
-			// fails, a half-close among such failures, while the gateway
-			// may still read. Returning without a status would answer 200,
-			// which lets the request through undecided; closing the
-			// connection answers nothing, and the gateway decides as it
-			// does when a replica fails (Caddy asks the next one).
-			log.Debug("/check: the gateway's connection ended before the decision", "error", err)
-			panic(http.ErrAbortHandler)
-		default:
-			log.Warn("/check failed", "error", err)
-			http.Error(w, "The rate limiter failed.", http.StatusInternalServerError)
+		if err != nil {
+			checkFailed(w, r, err, log)
 			return
 		}
 		hs := adapter.NewHeaders(dec, adapter.HeadersBoth, adapter.DefaultIETFDraft)
