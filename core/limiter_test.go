@@ -627,6 +627,40 @@ func TestCheckResultsInRuleOrder(t *testing.T) {
 	}
 }
 
+// TestCheckGroupsInterleaved checks that rules whose identities interleave
+// are each decided by their own limit and key, however the store calls
+// group them: every rule has a capacity of its own, which its result
+// must carry, and twice spent.
+func TestCheckGroupsInterleaved(t *testing.T) {
+	l := newLimiter(t, newFakeStore(t, modeOK))
+	ids := []string{"user:1", "user:2", "user:1", "user:3", "user:2", "user:1"}
+	var rules []core.Rule
+	for i, id := range ids {
+		rules = append(rules, rule(string(rune('a'+i)), core.PerMinute(100+i), id))
+	}
+	for round := 1; round <= 2; round++ {
+		for n := 1; n <= len(rules); n++ {
+			// a Check of the first n rules, once per round each
+			d, err := check(t, l, rules[:n]...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(d.Results) != n || !d.Allowed {
+				t.Fatalf("%d rules: %d results, allowed %v: %+v", n, len(d.Results), d.Allowed, d.Results)
+			}
+			for i, r := range d.Results {
+				// rule i was checked once per earlier n in this round, and
+				// len(rules)-i+1 times in each earlier round
+				spent := (round-1)*(len(rules)-i) + n - i
+				if r.Rule != rules[i].Name || r.Limit != rules[i].Limit || r.Remaining != 100+i-spent {
+					t.Errorf("round %d, %d rules: result %d is %q of limit %v with %d left; want %q of limit %v with %d left",
+						round, n, i, r.Rule, r.Limit, r.Remaining, rules[i].Name, rules[i].Limit, 100+i-spent)
+				}
+			}
+		}
+	}
+}
+
 func TestNewLimiterOptions(t *testing.T) {
 	store := testkit.MustMemory()
 	defer store.Close()
