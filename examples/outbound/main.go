@@ -17,6 +17,9 @@
 // those whose turn would have come after their deadline (-timeout, the
 // whole budget of a request, its wait included), and the waits are those
 // of the requests sent. Without -redis it runs on an embedded miniredis.
+// A Redis call that misses -redis-timeout counts as Redis down: the
+// request then waits for this process's share of the rate (-fleet), and
+// fails if the process knows none.
 package main
 
 import (
@@ -52,6 +55,7 @@ type config struct {
 	requests    int
 	concurrency int
 	timeout     time.Duration
+	redisWait   time.Duration
 	aimd        bool
 	fleet       int
 }
@@ -68,6 +72,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.requests, "requests", 100, "how many requests to send")
 	fs.IntVar(&c.concurrency, "concurrency", 4, "requests in flight at once")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "each request's whole budget, its wait included")
+	fs.DurationVar(&c.redisWait, "redis-timeout", outbound.DefaultTimeout, "the deadline of each Redis call; a call that misses it counts as Redis down")
 	fs.BoolVar(&c.aimd, "aimd", false, "lower the shared rate when the upstream answers 429, and raise it back")
 	fs.IntVar(&c.fleet, "fleet", 0, "processes sharing the rate, for each one's share while Redis is down (default: learned)")
 	if err := fs.Parse(args); err != nil {
@@ -85,6 +90,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("-concurrency %d: want at least 1", c.concurrency)
 	case c.timeout <= 0:
 		return c, fmt.Errorf("-timeout %v: want a positive duration", c.timeout)
+	case c.redisWait <= 0:
+		return c, fmt.Errorf("-redis-timeout %v: want a positive duration", c.redisWait)
 	case c.fleet < 0:
 		return c, fmt.Errorf("-fleet %d: want at least 0", c.fleet)
 	}
@@ -110,7 +117,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer stop()
-	opts := []outbound.Option{}
+	opts := []outbound.Option{outbound.WithTimeout(c.redisWait)}
 	if c.aimd {
 		opts = append(opts, outbound.WithAIMD(outbound.AIMD{}))
 	}

@@ -14,6 +14,12 @@ import (
 	"github.com/ratekit/ratekit/internal/redistest"
 )
 
+// redisTimeout is the tests' -redis-timeout: none of them is about a
+// slow Redis, and under the race detector on a loaded machine the default
+// 50 ms was missed by the embedded miniredis (a request then failed
+// with "store unavailable" instead of giving up).
+const redisTimeout = "10s"
+
 // runApp runs the app with args and returns its report.
 func runApp(t *testing.T, args ...string) report {
 	t.Helper()
@@ -35,7 +41,7 @@ func TestEmbedded(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.Add(1) }))
 	defer up.Close()
 	start := time.Now()
-	r := runApp(t, "-upstream", up.URL, "-rate", "100", "-requests", "20", "-concurrency", "4")
+	r := runApp(t, "-upstream", up.URL, "-rate", "100", "-requests", "20", "-concurrency", "4", "-redis-timeout", redisTimeout)
 	if r.Sent != 20 || r.OK != 20 || r.Throttled != 0 || r.Errors != 0 || r.GaveUp != 0 || n.Load() != 20 {
 		t.Errorf("report %+v, upstream saw %d: want 20 sent and ok", r, n.Load())
 	}
@@ -50,7 +56,7 @@ func TestEmbedded(t *testing.T) {
 func TestGaveUp(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer up.Close()
-	r := runApp(t, "-upstream", up.URL, "-rate", "2", "-requests", "6", "-concurrency", "6", "-timeout", "700ms")
+	r := runApp(t, "-upstream", up.URL, "-rate", "2", "-requests", "6", "-concurrency", "6", "-timeout", "700ms", "-redis-timeout", redisTimeout)
 	if r.Sent+r.GaveUp != 6 || r.GaveUp < 3 || r.Errors != 0 {
 		t.Errorf("report %+v: want most to give up at 2/s within 700ms", r)
 	}
@@ -61,6 +67,7 @@ func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{}, {"-upstream", "ftp://x"}, {"-upstream", "http://x", "-rate", "0"},
 		{"-upstream", "http://x", "-concurrency", "0"}, {"-upstream", "http://x", "-timeout", "-1s"},
+		{"-upstream", "http://x", "-redis-timeout", "0s"},
 		{"-upstream", "http://x", "-period", "1.5ms"}, {"-upstream", "http://x", "-rate", "x"},
 	} {
 		var out, errb bytes.Buffer
@@ -96,7 +103,7 @@ func TestFleetPause(t *testing.T) {
 	reports := make([]report, 4)
 	for i := range reports {
 		wg.Go(func() {
-			reports[i] = runApp(t, "-upstream", up.URL, "-redis", "redis://"+srv.Addr(), "-rate", "40", "-requests", "20", "-concurrency", "2")
+			reports[i] = runApp(t, "-upstream", up.URL, "-redis", "redis://"+srv.Addr(), "-rate", "40", "-requests", "20", "-concurrency", "2", "-redis-timeout", redisTimeout)
 		})
 	}
 	wg.Wait()
