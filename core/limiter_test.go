@@ -629,8 +629,8 @@ func TestCheckResultsInRuleOrder(t *testing.T) {
 
 // TestCheckGroupsInterleaved checks that rules whose identities interleave
 // are each decided by their own limit and key, however the store calls
-// group them: every rule has a capacity of its own, which its result
-// must carry, and twice spent.
+// group them: every rule has a capacity of its own, which its result must
+// carry, with what that rule alone has spent.
 func TestCheckGroupsInterleaved(t *testing.T) {
 	l := newLimiter(t, newFakeStore(t, modeOK))
 	ids := []string{"user:1", "user:2", "user:1", "user:3", "user:2", "user:1"}
@@ -649,8 +649,8 @@ func TestCheckGroupsInterleaved(t *testing.T) {
 				t.Fatalf("%d rules: %d results, allowed %v: %+v", n, len(d.Results), d.Allowed, d.Results)
 			}
 			for i, r := range d.Results {
-				// rule i was checked once per earlier n in this round, and
-				// len(rules)-i+1 times in each earlier round
+				// rule i is in every Check of at least i+1 rules: n-i of
+				// them so far in this round, len(rules)-i in each earlier one
 				spent := (round-1)*(len(rules)-i) + n - i
 				if r.Rule != rules[i].Name || r.Limit != rules[i].Limit || r.Remaining != 100+i-spent {
 					t.Errorf("round %d, %d rules: result %d is %q of limit %v with %d left; want %q of limit %v with %d left",
