@@ -43,33 +43,49 @@ func copyResults(results, res []Result, err error) error {
 // The store gets a pooled copy of checks, which it may not keep past the
 // call, so that the caller's checks stay on its stack: an interface call
 // would otherwise move them to the heap. A store that decides into a
-// slice (AllowInto, see [Store]) decides into a pooled one, and allocates no results.
+// slice (AllowInto, see [Store]) decides into a pooled one, and allocates no
+// results. A group of more than pooledChecks checks allocates its own.
 func (l *Limiter) callDirect(ctx context.Context, checks []Check, n int, results []Result) (err error) {
-	buf := callPool.Get().(*callBuf)
-	own := buf.checks[:copy(buf.checks[:], checks)]
+	var (
+		buf *callBuf
+		own []Check
+		res []Result
+	)
+	if len(checks) <= pooledChecks {
+		buf = callPool.Get().(*callBuf)
+		own, res = buf.checks[:len(checks)], buf.results[:len(checks)]
+	} else {
+		own, res = make([]Check, len(checks)), make([]Result, len(checks))
+	}
+	copy(own, checks)
 	defer func() {
-		clear(own)
-		callPool.Put(buf)
+		if buf != nil {
+			clear(own)
+			callPool.Put(buf)
+		}
 		if p := recover(); p != nil {
 			err = fmt.Errorf("ratekit: store panicked: %v", p)
 		}
 	}()
 	if s, ok := l.store.(intoStore); ok {
-		res := buf.results[:len(own)]
 		if err := s.AllowInto(ctx, own, n, res); err != nil {
 			return err
 		}
 		copy(results, res)
 		return nil
 	}
-	res, err := l.store.AllowAllN(ctx, own, n)
+	res, err = l.store.AllowAllN(ctx, own, n)
 	return copyResults(results, res, err)
 }
 
+// pooledChecks is the most checks a direct store call takes from its
+// pool; a larger group allocates its own.
+const pooledChecks = 4
+
 // callBuf holds the checks and results of a direct store call.
 type callBuf struct {
-	checks  [maxChecks]Check
-	results [maxChecks]Result
+	checks  [pooledChecks]Check
+	results [pooledChecks]Result
 }
 
 // callPool holds the buffers of direct store calls.

@@ -638,6 +638,48 @@ func TestCheckGroupsInterleaved(t *testing.T) {
 	for i, id := range ids {
 		rules = append(rules, rule(string(rune('a'+i)), core.PerMinute(100+i), id))
 	}
+	checkSpendsByRule(t, l, rules)
+}
+
+// intoStated is a memorystore.Store that states the traits it is given,
+// and decides into the caller's results (AllowInto), as a batching
+// redisstore.Store does.
+type intoStated struct {
+	*memorystore.Store
+	traits core.Traits
+}
+
+func (s intoStated) Traits() core.Traits { return s.traits }
+
+// TestCheckGroupsDirect checks, over stores called on the caller's
+// goroutine (KeepsDeadlines), with and without AllowInto, that groups of
+// one to nine rules of one identity, past the few checks a direct call
+// takes from its pool, and groups that interleave, each carry their own
+// rules' limits and counts.
+func TestCheckGroupsDirect(t *testing.T) {
+	keeps := core.Traits{KeepsDeadlines: true}
+	stores := map[string]func(*memorystore.Store) core.Store{
+		"AllowInto":      func(m *memorystore.Store) core.Store { return intoStated{m, keeps} },
+		"AllowAllN only": func(m *memorystore.Store) core.Store { return statedStore{m, keeps} },
+	}
+	for name, wrap := range stores {
+		t.Run(name, func(t *testing.T) {
+			var one, mixed []core.Rule
+			for i := range 9 {
+				one = append(one, rule(string(rune('a'+i)), core.PerMinute(100+i), "user:1"))
+				mixed = append(mixed, rule(string(rune('a'+i)), core.PerMinute(200+i), []string{"user:2", "user:3"}[i%3/2]))
+			}
+			checkSpendsByRule(t, newLimiter(t, wrap(testkit.MustMemory())), one)
+			checkSpendsByRule(t, newLimiter(t, wrap(testkit.MustMemory())), mixed)
+		})
+	}
+}
+
+// checkSpendsByRule checks, over two rounds of Checks of the first one to
+// all of rules, that each result carries its own rule's name, limit and
+// count; every rule's capacity must be at least twice its number of rules.
+func checkSpendsByRule(t *testing.T, l *core.Limiter, rules []core.Rule) {
+	t.Helper()
 	for round := 1; round <= 2; round++ {
 		for n := 1; n <= len(rules); n++ {
 			// a Check of the first n rules, once per round each
@@ -652,9 +694,10 @@ func TestCheckGroupsInterleaved(t *testing.T) {
 				// rule i is in every Check of at least i+1 rules: n-i of
 				// them so far in this round, len(rules)-i in each earlier one
 				spent := (round-1)*(len(rules)-i) + n - i
-				if r.Rule != rules[i].Name || r.Limit != rules[i].Limit || r.Remaining != 100+i-spent {
+				want := rules[i].Limit.Capacity() - spent
+				if r.Rule != rules[i].Name || r.Limit != rules[i].Limit || r.Remaining != want {
 					t.Errorf("round %d, %d rules: result %d is %q of limit %v with %d left; want %q of limit %v with %d left",
-						round, n, i, r.Rule, r.Limit, r.Remaining, rules[i].Name, rules[i].Limit, 100+i-spent)
+						round, n, i, r.Rule, r.Limit, r.Remaining, rules[i].Name, rules[i].Limit, want)
 				}
 			}
 		}
