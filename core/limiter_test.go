@@ -666,8 +666,13 @@ func TestCheckGroupsDirect(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var one, mixed []core.Rule
 			for i := range 9 {
-				one = append(one, rule(string(rune('a'+i)), core.PerMinute(100+i), "user:1"))
-				mixed = append(mixed, rule(string(rune('a'+i)), core.PerMinute(200+i), []string{"user:2", "user:3"}[i%3/2]))
+				name := string(rune('a' + i))
+				one = append(one, rule(name, core.PerMinute(100+i), "user:1"))
+				id := "user:2" // six rules of user 2, every third one of user 3
+				if i%3 == 2 {
+					id = "user:3"
+				}
+				mixed = append(mixed, rule(name, core.PerMinute(200+i), id))
 			}
 			checkSpendsByRule(t, newLimiter(t, wrap(testkit.MustMemory())), one)
 			checkSpendsByRule(t, newLimiter(t, wrap(testkit.MustMemory())), mixed)
