@@ -51,11 +51,15 @@ func (l *Limiter) callDirect(ctx context.Context, checks []Check, n int, results
 		own []Check
 		res []Result
 	)
-	if len(checks) <= pooledChecks {
+	into, isInto := l.store.(intoStore)
+	switch {
+	case len(checks) <= pooledChecks:
 		buf = callPool.Get().(*callBuf)
 		own, res = buf.checks[:len(checks)], buf.results[:len(checks)]
-	} else {
+	case isInto:
 		own, res = make([]Check, len(checks)), make([]Result, len(checks))
+	default: // AllowAllN returns results of its own
+		own = make([]Check, len(checks))
 	}
 	copy(own, checks)
 	defer func() {
@@ -67,8 +71,8 @@ func (l *Limiter) callDirect(ctx context.Context, checks []Check, n int, results
 			err = fmt.Errorf("ratekit: store panicked: %v", p)
 		}
 	}()
-	if s, ok := l.store.(intoStore); ok {
-		if err := s.AllowInto(ctx, own, n, res); err != nil {
+	if isInto {
+		if err := into.AllowInto(ctx, own, n, res); err != nil {
 			return err
 		}
 		copy(results, res)
