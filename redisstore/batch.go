@@ -64,11 +64,16 @@ type batcher struct {
 	idle     sync.Cond    // signalled, under mu, when inflight drops to 0 after close
 	pending  []*batchCall // calls waiting for a pipeline, oldest first
 	inflight int          // pipelines in flight (slots taken)
-	parked   int          // senders waiting on work
-	closed   bool
-	wg       sync.WaitGroup // senders, and goroutines that took over a leader's work
-	pool     sync.Pool
-	rtt      rttGauge // the pipelines' round trips, which decide whether more may open
+	sending  int          // calls in pipelines in flight
+	// load is the number of calls in flight or queued as each call that
+	// queues sees it, averaged over about loadSmoothing of them, times
+	// loadSmoothing (so that integer steps keep their fraction)
+	load   int
+	parked int // senders waiting on work
+	closed bool
+	wg     sync.WaitGroup // senders, and goroutines that took over a leader's work
+	pool   sync.Pool
+	rtt    rttGauge // the pipelines' round trips, which decide whether more may open
 	// expiry answers the queued calls whose deadline the batch keeps (see
 	// batchCall.until) once that deadline passes; armedAt is the instant
 	// it is armed for, in Unix ns (0: not armed)
@@ -185,6 +190,7 @@ func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
 	if len(b.pending) == 0 && b.maxWait == 0 && b.mayOpen() {
 		// idle: c goes out at once, in a pipeline of its own
 		b.inflight++
+		b.sending++
 		c.state = callTaken
 		c.alone[0] = c
 		if b.senders {
@@ -215,6 +221,7 @@ func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
 func (b *batcher) enqueue(ctx context.Context, c *batchCall) []*batchCall {
 	c.state = callQueued
 	b.pending = append(b.pending, c)
+	b.load += b.sending + len(b.pending) - b.load/loadSmoothing
 	if c.until != 0 {
 		b.arm(c.until)
 	}
@@ -262,7 +269,7 @@ func (b *batcher) dispatch(batch []*batchCall) {
 const senderIdle = 100 * time.Millisecond
 
 // send is a sender: it sends batch, answers its calls, and sends what
-// queued meanwhile, until nothing is queued; then it frees the slot and
+// queued meanwhile (see handOff), until nothing is; then it frees the slot and
 // parks until dispatch hands it a batch, for up to senderIdle, or close
 // ends it.
 func (b *batcher) send(batch []*batchCall) {
@@ -277,10 +284,8 @@ func (b *batcher) send(batch []*batchCall) {
 		}
 		b.mu.Lock()
 		b.rtt.observe(rtt, sent)
-		batch = nil
-		if !b.closed {
-			batch = b.take()
-		}
+		b.sending -= len(batch)
+		batch = b.handOff()
 		if batch != nil {
 			b.mu.Unlock()
 			continue
@@ -399,6 +404,7 @@ func (b *batcher) take() []*batchCall {
 	if n == 0 {
 		return nil
 	}
+	b.sending += n
 	var batch []*batchCall
 	if n == 1 {
 		batch = b.pending[0].alone[:]
@@ -451,7 +457,7 @@ func leaderOf(batch []*batchCall) *batchCall {
 
 // lead sends batch, answers every call in it but self (whose answer self's
 // goroutine reads), and passes the slot on to the next batch, if calls
-// are queued, or frees it.
+// are queued and may have it (see handOff), or frees it.
 func (b *batcher) lead(batch []*batchCall, self *batchCall) {
 	sent := time.Now()
 	b.flush(batch)
@@ -463,10 +469,8 @@ func (b *batcher) lead(batch []*batchCall, self *batchCall) {
 	}
 	b.mu.Lock()
 	b.rtt.observe(rtt, sent)
-	var next []*batchCall
-	if !b.closed {
-		next = b.take()
-	}
+	b.sending -= len(batch)
+	next := b.handOff()
 	if next == nil {
 		b.release()
 	}

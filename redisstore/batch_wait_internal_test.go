@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/ratekit/ratekit/core"
@@ -19,15 +20,34 @@ import (
 // slot is taken, every call was answered, and Close returns with no
 // goroutine left behind. Some callers give up early (their context ends
 // during the wait), which must not leak a slot either.
+//
+// It runs over a *redis.Client, where callers send pipelines, and over a
+// Ring without ContextTimeoutEnabled, where the store's senders do.
 func TestBatchingWithWaitGivesSlotsBack(t *testing.T) {
 	srv := redistest.StartServer(t)
-	client := srv.Client(t)
+	t.Run("callers lead", func(t *testing.T) {
+		slotsComeBack(t, srv.Client(t), false)
+	})
+	t.Run("senders", func(t *testing.T) {
+		ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": srv.Addr()}})
+		t.Cleanup(func() { ring.Close() })
+		slotsComeBack(t, ring, true)
+	})
+}
+
+func slotsComeBack(t *testing.T, client interface {
+	redis.Scripter
+	Ping(context.Context) *redis.StatusCmd
+}, senders bool) {
 	if err := client.Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// the server's process and the client's pool are the test's own
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	s := mustNew(client, WithBatching(Batching{MaxBatch: 16, Parallel: 4, MaxWait: time.Millisecond}))
+	if s.batch.senders != senders {
+		t.Fatalf("pipelines sent by senders %v, want %v", s.batch.senders, senders)
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
 	for g := range 32 {
@@ -58,17 +78,17 @@ func TestBatchingWithWaitGivesSlotsBack(t *testing.T) {
 	// in may still be in flight, held by a sender or by the goroutine that
 	// took over its lead: the slots come back once those pipelines do,
 	// and a leaked slot never does
-	var inflight, pending int
+	var inflight, pending, sending int
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		s.batch.mu.Lock()
-		inflight, pending = s.batch.inflight, len(s.batch.pending)
+		inflight, pending, sending = s.batch.inflight, len(s.batch.pending), s.batch.sending
 		s.batch.mu.Unlock()
-		if inflight == 0 && pending == 0 || time.Now().After(end) {
+		if inflight == 0 && pending == 0 && sending == 0 || time.Now().After(end) {
 			break
 		}
 	}
-	if inflight != 0 || pending != 0 {
-		t.Fatalf("%d slots taken and %d calls queued 10s after all callers returned, want none", inflight, pending)
+	if inflight != 0 || pending != 0 || sending != 0 {
+		t.Fatalf("%d slots taken, %d calls queued and %d counted in pipelines 10s after all callers returned, want none", inflight, pending, sending)
 	}
 	closed := make(chan struct{})
 	go func() { s.Close(); close(closed) }()
