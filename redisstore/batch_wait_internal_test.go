@@ -35,6 +35,8 @@ func TestBatchingWithWaitGivesSlotsBack(t *testing.T) {
 	})
 }
 
+// slotsComeBack is TestBatchingWithWaitGivesSlotsBack over client, whose
+// store's pipelines go out from senders if senders is set.
 func slotsComeBack(t *testing.T, client interface {
 	redis.Scripter
 	Ping(context.Context) *redis.StatusCmd

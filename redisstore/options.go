@@ -31,19 +31,18 @@ type Batching struct {
 	// only for at least a third of the calls in flight or queued, and only
 	// while the pipelines' round trips stay within twice the shortest seen
 	// lately (a pipeline beyond the first two that returns passes its slot
-	// on likewise, or frees it). More pipelines in flight hide a network's latency
-	// (across a link, round trips stay near the shortest, and all Parallel
-	// open), but once Redis or this process is saturated, round trips grow
-	// with the queue and more pipelines would only split the calls into
-	// shorter ones, each costing both sides a round trip's system calls
-	// and Redis a script call. So a low Parallel caps a moderate crowd
-	// across a network below what unbatched calls would reach (16 callers
-	// over 250 µs each way: 0.78× the unbatched rate with 4, 0.90× with 8,
-	// 0.99× with 16), while on a saturated machine the round trips keep
-	// the pipelines few whatever Parallel allows (on loopback, 256 callers
-	// on one key: 9.9× the rate of a bare script with the round trips
-	// heeded, 7.1× with all 8 opening whenever a slot was free;
-	// docs/benchmarks.md). Calls that find no pipeline they may open wait
+	// on likewise, or frees it). More pipelines in flight hide a network's
+	// latency (across a link, round trips stay near the shortest, and up to
+	// Parallel open as the crowd fills them), but once Redis or this
+	// process is saturated, round trips grow with the queue and more
+	// pipelines would only split the calls into shorter ones, each costing
+	// both sides a round trip's system calls and Redis a script call. So a
+	// low Parallel caps a moderate crowd across a network below what
+	// unbatched calls would reach, while on a saturated machine the round
+	// trips keep the pipelines few whatever Parallel allows (on loopback,
+	// 256 callers on one key: 9.9× the rate of a bare script with the
+	// round trips heeded, 7.1× with all 8 opening whenever a slot was
+	// free; docs/measurements.md). Calls that find no pipeline they may open wait
 	// for one to return. Peeks and refunds ([Store.PeekAll],
 	// [Store.RefundAllN]) have Parallel pipelines of their own, so that
 	// they never hold one that a decision waits for.
