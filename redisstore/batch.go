@@ -269,9 +269,9 @@ func (b *batcher) dispatch(batch []*batchCall) {
 const senderIdle = 100 * time.Millisecond
 
 // send is a sender: it sends batch, answers its calls, and sends what
-// queued meanwhile (see handOff), until nothing is; then it frees the slot and
-// parks until dispatch hands it a batch, for up to senderIdle, or close
-// ends it.
+// queued meanwhile, until handOff gives it nothing to send; then it frees
+// the slot and parks until dispatch hands it a batch, for up to
+// senderIdle, or close ends it.
 func (b *batcher) send(batch []*batchCall) {
 	defer b.wg.Done()
 	var idle *time.Timer

@@ -42,8 +42,8 @@ type Batching struct {
 	// trips keep the pipelines few whatever Parallel allows (on loopback,
 	// 256 callers on one key: 9.9× the rate of a bare script with the
 	// round trips heeded, 7.1× with all 8 opening whenever a slot was
-	// free; docs/measurements.md). Calls that find no pipeline they may open wait
-	// for one to return. Peeks and refunds ([Store.PeekAll],
+	// free; docs/measurements.md). Calls that find no pipeline they may
+	// open wait for one to return. Peeks and refunds ([Store.PeekAll],
 	// [Store.RefundAllN]) have Parallel pipelines of their own, so that
 	// they never hold one that a decision waits for.
 	Parallel int
