@@ -98,7 +98,7 @@ func queued(n int) []*batchCall {
 func TestExtraPipelineWorthIt(t *testing.T) {
 	at := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	calm := rttGauge{min: [2]time.Duration{100 * time.Microsecond, 0}, since: at, srtt: 120 * time.Microsecond}
-	// 96 calls in flight or queued: a further pipeline needs 32
+	// 96 calls in flight or queued: a further pipeline needs 24
 	const load = 96 * loadSmoothing
 	for _, c := range []struct {
 		inflight, queued int
@@ -106,10 +106,10 @@ func TestExtraPipelineWorthIt(t *testing.T) {
 	}{
 		{openFreely - 1, 1, true, true},
 		{openFreely, 1, false, true},
-		{openFreely + 1, 31, false, false},
-		{openFreely + 1, 32, true, true},
-		{7, 40, true, true},
-		{8, 40, false, true},
+		{openFreely + 1, 23, false, false},
+		{openFreely + 1, 24, true, true},
+		{7, 30, true, true},
+		{8, 30, false, true},
 	} {
 		b := &batcher{parallel: 8, maxBatch: 128, inflight: c.inflight, rtt: calm, load: load, pending: queued(c.queued)}
 		if got := b.mayOpen(); got != c.open {

@@ -28,7 +28,7 @@ type Batching struct {
 	MaxBatch int
 	// Parallel is the most pipelines in flight at once: 8 by default, at
 	// most 64. Two open whenever calls are waiting; each further one opens
-	// only for at least a third of the calls in flight or queued, and only
+	// only for at least a quarter of the calls in flight or queued, and only
 	// while the pipelines' round trips stay within twice the shortest seen
 	// lately (a pipeline beyond the first two that returns passes its slot
 	// on likewise, or frees it). More pipelines in flight hide a network's

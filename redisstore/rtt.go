@@ -30,10 +30,12 @@ import "time"
 // next of the pipelines still in flight (at least openFreely) to return.
 // Through a link of 250µs each way, the batched store on one key at 64
 // goroutines made 3.3-3.7 times the decisions a second of a bare script
-// with this, 3.1 times without (docs/measurements.md).
+// with a share of a third, 3.1 times without the rule; a quarter made
+// 3.65-3.86 times, and 16 goroutines a tenth more than with a third
+// (docs/measurements.md).
 const (
 	openFreely       = 2
-	extraShare       = 3
+	extraShare       = 4
 	loadSmoothing    = 16
 	congestionFactor = 2
 	// rttWindow is how long a shortest round trip counts: the gauge keeps
