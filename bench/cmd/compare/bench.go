@@ -149,7 +149,7 @@ func measure(ctx context.Context, client *redis.Client, cs []contender, o option
 			return nil, err
 		case ok:
 			res.ceilings = append(res.ceilings, c)
-			progress("round %d/%d: redis-benchmark ceiling %.0f/s pipelined, %.0f/s one per round trip", r+1, o.rounds, c.pipelined, c.single)
+			progress("round %d/%d: redis-benchmark ceiling %.0f/s pipelined, %.0f/s with %d in flight, %.0f/s one per round trip", r+1, o.rounds, c.pipelined, c.crowd, crowdConnections*ceilingDepth, c.single)
 		}
 		for k, bc := range res.cases {
 			var line strings.Builder

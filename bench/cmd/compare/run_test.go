@@ -241,3 +241,23 @@ func TestBarsMarkWhatMisses(t *testing.T) {
 		t.Errorf("a bar of a contender not in the results:\n%s", out.String())
 	}
 }
+
+// The ceiling held to as many commands in flight as its case has
+// goroutines is reported beside the ceiling, with GCRA's share of each.
+func TestCeilingText(t *testing.T) {
+	res := fakeResults([]string{gcraName, bareName}, []float64{100_000, 40_000}, []float64{100_000, 40_000})
+	res.ceilings = []ceilingRun{{pipelined: 160_000, crowd: 125_000, single: 18_000}}
+	k := res.ceilingCase()
+	if k < 0 || res.cases[k].g != crowdConnections*ceilingDepth {
+		t.Fatalf("the ceiling's case (%d) is not at %d goroutines", k, crowdConnections*ceilingDepth)
+	}
+	if m, ok := res.ceilingRatio(); !ok || m != 0.625 {
+		t.Errorf("ceiling ratio %v, %v; want 0.625", m, ok)
+	}
+	text := ceilingText(res)
+	for _, want := range []string{"160,000/s pipelined 16 deep", "18,000/s one command", "1,024 commands in flight", "held to as many (16 connections 16 deep), redis-benchmark made 125,000/s", gcraName + " on 100,000 keys at 256 goroutines 0.80× of that"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("ceiling text lacks %q:\n%s", want, text)
+		}
+	}
+}
