@@ -21,8 +21,9 @@ import (
 // Batched calls over 100,000 keys at 256 goroutines should reach
 // ceilingGoal of it. That is 1,024 commands in flight against the case's
 // 256 at most, so each round also measures redis-benchmark held to as many
-// (crowdConnections, ceilingDepth deep), which the report gives beside it:
-// across a link, what a client can have in flight bounds its rate.
+// (crowdConnections connections, ceilingDepth deep), which the report gives
+// beside it: across a link, what a client can have in flight bounds its
+// rate.
 const (
 	ceilingGoal        = 0.8
 	ceilingConnections = 64
