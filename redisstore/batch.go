@@ -283,9 +283,7 @@ func (b *batcher) send(batch []*batchCall) {
 			c.done <- struct{}{}
 		}
 		b.mu.Lock()
-		b.rtt.observe(rtt, sent)
-		b.sending -= len(batch)
-		batch = b.handOff()
+		batch = b.returned(batch, sent, rtt)
 		if batch != nil {
 			b.mu.Unlock()
 			continue
@@ -468,9 +466,7 @@ func (b *batcher) lead(batch []*batchCall, self *batchCall) {
 		}
 	}
 	b.mu.Lock()
-	b.rtt.observe(rtt, sent)
-	b.sending -= len(batch)
-	next := b.handOff()
+	next := b.returned(batch, sent, rtt)
 	if next == nil {
 		b.release()
 	}

@@ -68,6 +68,15 @@ func (b *batcher) worthExtra() bool {
 	return len(b.pending)*extraShare*loadSmoothing >= b.load
 }
 
+// returned counts in a pipeline of batch, sent at sent, that has returned
+// after rtt, under b.mu: its round trip, its calls out of those in flight;
+// and returns the batch its slot passes to (see handOff), nil if none.
+func (b *batcher) returned(batch []*batchCall, sent time.Time, rtt time.Duration) []*batchCall {
+	b.rtt.observe(rtt, sent)
+	b.sending -= len(batch)
+	return b.handOff()
+}
+
 // handOff returns the batch that a pipeline which has returned passes its
 // slot to, under b.mu: the calls queued, unless the batcher is closed or
 // the pipeline is beyond the first openFreely and they are not worth it
