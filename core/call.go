@@ -39,6 +39,28 @@ func copyResults(results, res []Result, err error) error {
 	return nil
 }
 
+// begin begins a store call of check at cost n (see [Store]): nil when
+// the store did not begin it. A panic of the store becomes an error.
+func (l *Limiter) begin(ctx context.Context, check Check, n int) (call any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("ratekit: store panicked: %v", p)
+		}
+	}()
+	return l.begins.Begin(ctx, check, n), nil
+}
+
+// finish waits for the answer of a store call that begin began. A panic of
+// the store becomes an error.
+func (l *Limiter) finish(ctx context.Context, call any, check Check, n int) (r Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("ratekit: store panicked: %v", p)
+		}
+	}()
+	return l.begins.Finish(ctx, call, check, n)
+}
+
 // callDirect makes one store call on the caller's goroutine into results.
 // The store gets a pooled copy of checks, which it may not keep past the
 // call, so that the caller's checks stay on its stack: an interface call

@@ -88,7 +88,13 @@ func (l *Limiter) CheckInto(ctx context.Context, req Request, rules []Rule, resu
 	if len(p.rules) == 0 {
 		return d, nil
 	}
-	err = l.decideGroups(ctx, &p, &d, results)
+	decided := false
+	if len(p.rules) == 1 && l.begins != nil {
+		decided, err = l.decideOne(ctx, &p, &d, results)
+	}
+	if !decided {
+		err = l.decideGroups(ctx, &p, &d, results)
+	}
 	if err != nil && !errors.Is(err, ErrUnavailable) {
 		return Decision{}, err
 	}
@@ -215,6 +221,54 @@ func (l *Limiter) decideGroups(ctx context.Context, p *plan, d *Decision, result
 	}
 	p.rules, d.Results = p.rules[:kept], d.Results[:kept]
 	return err
+}
+
+// decideOne decides p's one rule into d, as decideGroups would, over a
+// store that begins a call of one check and finishes it apart (see
+// [Store]): the request's goroutine then waits for the store two frames
+// under CheckInto. Under a crowd its stack has gone cold by the time the
+// store answers, and each frame an answer returns through costs cache
+// misses. It reports false, having done nothing, when the rule needs more
+// than a store call (a shadow rule, a cost no limit can hold, the
+// denied-key cache, an open breaker) or the store does not begin it:
+// decideGroups then decides.
+func (l *Limiter) decideOne(ctx context.Context, p *plan, d *Decision, results []RuleResult) (bool, error) {
+	r := &p.rules[0]
+	var (
+		checks = [1]Check{r.check}
+		res    [1]Result
+	)
+	c := groupCall{checks: checks[:], n: r.cost, results: res[:]}
+	switch {
+	case r.shadow, validateGroup(c.checks, c.n) != nil, ctx.Err() != nil, !l.brk.closed():
+		return false, nil
+	case l.denied != nil && (l.denied.entries.Load() != 0 || never(c.checks, c.n, c.results)):
+		return false, nil
+	}
+	var dl deadline
+	c.sent, dl.start = l.stamp()
+	dl.bounds = &l.bounds
+	cctx := dl.of(ctx, l.timeout)
+	call, err := l.begin(cctx, r.check, c.n)
+	if call == nil && err == nil {
+		dl.end()
+		return false, nil
+	}
+	if err == nil {
+		res[0], err = l.finish(cctx, call, r.check, c.n)
+	}
+	late, err := l.answered(ctx, cctx, &c, nil, nil, err)
+	dl.end()
+	if err != nil && !errors.Is(err, ErrUnavailable) {
+		return true, err
+	}
+	if cap(results) >= 1 {
+		d.Results = results[:1]
+	} else {
+		d.Results = make([]RuleResult, 1)
+	}
+	p.settle(0, &c, late, d)
+	return true, err
 }
 
 // settle writes the results of group g, decided by c, into d at their
@@ -414,8 +468,14 @@ func (l *Limiter) answerFromCache(ctx context.Context, dl *deadline, c *groupCal
 // deadline, which tells once it returns, or one cut there.
 func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, leads []*deniedEntry) (*storeCall, error) {
 	cctx := dl.of(ctx, l.timeout)
+	late, err := l.call(cctx, c.checks, c.n, c.results, c.sent)
+	return l.answered(ctx, cctx, c, leads, late, err)
+}
+
+// answered settles c's store call, made within cctx and returned with
+// late and err, as askStore describes.
+func (l *Limiter) answered(ctx, cctx context.Context, c *groupCall, leads []*deniedEntry, late *storeCall, err error) (*storeCall, error) {
 	t0 := c.sent
-	late, err := l.call(cctx, c.checks, c.n, c.results, t0)
 	c.decided = l.mono()
 	// The caller gave up if its context ended, or its deadline passed:
 	// a client that keeps deadlines (go-redis) may time out at the

@@ -191,6 +191,7 @@ type Limiter struct {
 
 	inProcess     bool              // the store decides in process: no deadline, breaker, fallback or cache
 	direct        bool              // the store keeps deadlines itself: no goroutine per call
+	begins        beginStore        // the store, when direct and it begins calls apart; else nil
 	bounds        tickctx.Pool      // the deadlines of direct calls
 	fallbackStore *localstore.Store // FailLocal only
 	fallbackKeys  int
@@ -274,6 +275,9 @@ func NewLimiter(store Store, opts ...Option) (*Limiter, error) {
 	l.stopCtx, l.cancelStop = context.WithCancel(context.Background())
 	traits := traitsOf(store)
 	l.inProcess, l.direct = traits.InProcess, traits.KeepsDeadlines
+	if b, ok := store.(beginStore); ok && l.direct && !l.inProcess {
+		l.begins = b
+	}
 	if l.inProcess {
 		return l, nil
 	}

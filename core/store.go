@@ -20,7 +20,15 @@ import (
 // where the wrapper changes what it promises. A store may also offer
 // AllowInto(ctx, checks, n, results []Result) error, AllowAllN deciding
 // into results, one per check: a Limiter then calls it instead, sparing an
-// allocation per decision.
+// allocation per decision. A store that keeps deadlines may offer, besides,
+// Begin(ctx, check, n) any and Finish(ctx, call any, check, n) (Result,
+// error): AllowInto for one check, begun and then waited for apart. Begin
+// returns nil when it does not begin the call (the Limiter then calls
+// AllowInto or AllowAllN, which says why); for any other value the Limiter
+// calls Finish once, with the same ctx, check and n. A Limiter decides a
+// request of one rule so, and the request's goroutine waits for the store
+// in a shallow stack, which under a crowd of goroutines has less of it to
+// bring back into the CPU's caches when the answer comes.
 type Store interface {
 	// AllowAllN decides one or several limits at once, all or nothing: n
 	// units are spent from every check's key only if every limit allows
@@ -40,6 +48,13 @@ type Store interface {
 // one per check, sparing the allocation of a slice (see [Store]).
 type intoStore interface {
 	AllowInto(ctx context.Context, checks []Check, n int, results []Result) error
+}
+
+// beginStore is a [Store] that begins the decision of one check and
+// finishes it apart (see [Store]).
+type beginStore interface {
+	Begin(ctx context.Context, check Check, n int) any
+	Finish(ctx context.Context, call any, check Check, n int) (Result, error)
 }
 
 // traitsReporter is a [Store] that states its [Traits] (see [Store]).

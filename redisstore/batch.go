@@ -108,6 +108,7 @@ type batchCall struct {
 	merged *mergedCall  // the script call deciding c with others, if any
 	state  uint8        // guarded by batcher.mu
 	lead   []*batchCall // a batch this call is to lead, set before done
+	self   []*batchCall // a batch this call leads on its own goroutine, from begin to finish
 	cmd    redis.Cmder
 	ireply int64
 	sreply string
@@ -176,6 +177,16 @@ func (b *batcher) recycle(c *batchCall) {
 // do runs c through a pipeline and returns its reply: an integer or a
 // string, as c's script answers.
 func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
+	if !b.begin(ctx, c) {
+		return 0, "", core.ErrClosed
+	}
+	return b.finish(ctx, c)
+}
+
+// begin queues c or sends it, and reports whether it did: false once the
+// batcher is closed, and c is recycled. A call that is to lead its own
+// pipeline (c.self) leads it in finish, which must follow.
+func (b *batcher) begin(ctx context.Context, c *batchCall) bool {
 	c.ctx = ctx
 	if tc, ok := ctx.(*tickctx.Ctx); ok && !b.senders {
 		d, _ := tc.Deadline()
@@ -185,7 +196,7 @@ func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
 	if b.closed {
 		b.mu.Unlock()
 		b.recycle(c)
-		return 0, "", core.ErrClosed
+		return false
 	}
 	if len(b.pending) == 0 && b.maxWait == 0 && b.mayOpen() {
 		// idle: c goes out at once, in a pipeline of its own
@@ -195,21 +206,30 @@ func (b *batcher) do(ctx context.Context, c *batchCall) (int64, string, error) {
 		c.alone[0] = c
 		if b.senders {
 			b.dispatch(c.alone[:])
-			b.mu.Unlock()
-			return b.await(ctx, c)
+		} else {
+			c.self = c.alone[:]
 		}
 		b.mu.Unlock()
-		b.lead(c.alone[:], c)
-		return b.reply(c)
+		return true
 	}
 	if batch := b.enqueue(ctx, c); batch != nil && !b.senders {
-		lead := leaderOf(batch)
-		if lead == c {
-			b.lead(batch, c)
-			return b.reply(c)
+		if lead := leaderOf(batch); lead == c {
+			c.self = batch
+		} else {
+			lead.lead = batch
+			lead.done <- struct{}{}
 		}
-		lead.lead = batch
-		lead.done <- struct{}{}
+	}
+	return true
+}
+
+// finish leads the pipeline c is to lead, or waits for c's answer (see
+// await), and returns c's reply.
+func (b *batcher) finish(ctx context.Context, c *batchCall) (int64, string, error) {
+	if batch := c.self; batch != nil {
+		c.self = nil
+		b.lead(batch, c)
+		return b.reply(c)
 	}
 	return b.await(ctx, c)
 }

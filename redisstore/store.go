@@ -342,6 +342,12 @@ func (s *Store) allow(ctx context.Context, checks []core.Check, n int, results [
 		sc = scriptFor(checks)
 		ireply, sreply, err = s.runMany(ctx, s.batch, sc, checks, n)
 	}
+	return s.answer(sc, checks, n, results, ireply, sreply, err)
+}
+
+// answer decodes into results the reply of sc to a call of checks at cost
+// n, or returns the call's error.
+func (s *Store) answer(sc *script, checks []core.Check, n int, results []core.Result, ireply int64, sreply string, err error) error {
 	if err != nil {
 		s.reloadSlots(err)
 		return fmt.Errorf("ratekit: redis: %w", err)
@@ -358,6 +364,51 @@ func (s *Store) allow(ctx context.Context, checks []core.Check, n int, results [
 		return err
 	}
 	return parseReply(sreply, checks, results)
+}
+
+// Begin begins the decision of check at cost n through the batcher, as
+// [Store.AllowInto] makes it, and returns the call in flight, which
+// [Store.Finish] waits for; nil when the call is not begun (the store does
+// not batch, check has an override, or AllowInto would fail at once): a
+// [core.Limiter] then calls AllowInto, which says why. A Limiter calls them
+// for a request of one rule, so that its goroutine waits for Redis in a
+// shallow stack (see [core.Store]).
+func (s *Store) Begin(ctx context.Context, check core.Check, n int) any {
+	if s.batch == nil || check.Override != "" {
+		return nil
+	}
+	checks := [1]core.Check{check}
+	if storecheck.Validate(checks[:], n) != nil {
+		return nil
+	}
+	ls := s.scripts(check.Limit)
+	if ls.single == nil {
+		return nil
+	}
+	c := s.batch.call()
+	c.oneKey(ls.single, check.Key, n)
+	if !s.batch.begin(ctx, c) {
+		return nil
+	}
+	return c
+}
+
+// Finish waits for the answer of a call that [Store.Begin] began, with the
+// same ctx, check and n, and returns the result that AllowInto would have
+// given. Every call begun must be finished, once.
+func (s *Store) Finish(ctx context.Context, call any, check core.Check, n int) (core.Result, error) {
+	c, ok := call.(*batchCall)
+	if !ok || c.sc == nil {
+		return core.Result{}, fmt.Errorf("ratekit: Finish of %T, not a call Begin began", call)
+	}
+	sc := c.sc
+	ireply, sreply, err := s.batch.finish(ctx, c)
+	var (
+		checks  = [1]core.Check{check}
+		results [1]core.Result
+	)
+	err = s.answer(sc, checks[:], n, results[:], ireply, sreply, err)
+	return results[0], err
 }
 
 // runOne runs the one-key script sc on key at cost n: through the batcher,
