@@ -195,6 +195,7 @@ type Limiter struct {
 	bounds        tickctx.Pool      // the deadlines of direct calls
 	fallbackStore *localstore.Store // FailLocal only
 	fallbackKeys  int
+	keys          *keyCache // storage keys recently built
 	clock         func() time.Time
 	epoch         time.Time    // the mono time's zero
 	denied        *deniedCache // nil when off
@@ -248,6 +249,7 @@ func NewLimiter(store Store, opts ...Option) (*Limiter, error) {
 		timeout:    DefaultTimeout,
 		replicas:   1,
 		deniedSize: defaultDeniedCacheSize,
+		keys:       newKeyCache(),
 		stop:       make(chan struct{}),
 	}
 	l.brk.cfg, _ = BreakerConfig{}.resolve()

@@ -12,7 +12,13 @@ import (
 // its override when r takes overrides, else "".
 func (l *Limiter) keysOf(r *Rule, identity string) (key, override string, err error) {
 	if !r.Overrides {
-		key, err = l.storageKey(r.Name, identity)
+		slot := l.keys.slot(r.Name, identity)
+		if key, ok := slot.get(l.prefix, r.Name, identity); ok {
+			return key, "", nil
+		}
+		if key, err = l.storageKey(r.Name, identity); err == nil {
+			slot.put(l.prefix, r.Name, identity, key)
+		}
 		return key, "", err
 	}
 	if err := storekey.ValidateName("rule name", r.Name, false); err != nil {
