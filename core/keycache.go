@@ -55,8 +55,9 @@ func (c *keyCache) slot(rule, identity string) *keySlot {
 	return &c.slots[(hashString(identity)^hashString(rule)*0x9e3779b97f4a7c15)%keySlots]
 }
 
-// hashString mixes s eight bytes at a time: a few ns for an identity,
-// where hash/maphash, seeded, costs more than the rest of a lookup.
+// hashString mixes s eight bytes at a time into a hash for choosing a
+// slot: not one to keep apart keys that someone chose to collide, which
+// would only make them miss.
 func hashString(s string) uint64 {
 	h := uint64(len(s)) * 0x9e3779b97f4a7c15
 	for ; len(s) >= 8; s = s[8:] {
