@@ -39,12 +39,15 @@ func copyResults(results, res []Result, err error) error {
 	return nil
 }
 
+// storePanicked is the error of a store call that panicked with p.
+func storePanicked(p any) error { return fmt.Errorf("ratekit: store panicked: %v", p) }
+
 // begin begins a store call of check at cost n (see [Store]): nil when
 // the store did not begin it. A panic of the store becomes an error.
 func (l *Limiter) begin(ctx context.Context, check Check, n int) (call any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("ratekit: store panicked: %v", p)
+			err = storePanicked(p)
 		}
 	}()
 	return l.begins.Begin(ctx, check, n), nil
@@ -55,7 +58,7 @@ func (l *Limiter) begin(ctx context.Context, check Check, n int) (call any, err 
 func (l *Limiter) finish(ctx context.Context, call any, check Check, n int) (r Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("ratekit: store panicked: %v", p)
+			err = storePanicked(p)
 		}
 	}()
 	return l.begins.Finish(ctx, call, check, n)
@@ -90,7 +93,7 @@ func (l *Limiter) callDirect(ctx context.Context, checks []Check, n int, results
 			callPool.Put(buf)
 		}
 		if p := recover(); p != nil {
-			err = fmt.Errorf("ratekit: store panicked: %v", p)
+			err = storePanicked(p)
 		}
 	}()
 	if isInto {
@@ -166,7 +169,7 @@ func (l *Limiter) spawn(ctx context.Context, checks []Check, n int, sent int64) 
 		func() {
 			defer func() {
 				if p := recover(); p != nil {
-					c.err = fmt.Errorf("ratekit: store panicked: %v", p)
+					c.err = storePanicked(p)
 				}
 			}()
 			c.results, c.err = l.store.AllowAllN(ctx, checks, n)

@@ -45,8 +45,6 @@ type keySlot struct {
 	_   [48]byte
 }
 
-func newKeyCache() *keyCache { return new(keyCache) }
-
 // slot returns the slot of identity under rule: a hash of both, so that
 // the rules of one identity (a per-second and a per-minute limit) take
 // slots of their own. The hash has no seed: which keys share a slot is

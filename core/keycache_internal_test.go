@@ -23,7 +23,7 @@ func remember(c *keyCache, prefix, rule, identity, key string) bool {
 }
 
 func TestKeyCacheRemembersPlainKeys(t *testing.T) {
-	c := newKeyCache()
+	c := new(keyCache)
 	key, err := storekey.Key("rk:", "api", "ip:192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func TestKeyCacheRemembersPlainKeys(t *testing.T) {
 }
 
 func TestKeyCacheNeverRemembersHashedKeys(t *testing.T) {
-	c := newKeyCache()
+	c := new(keyCache)
 	for _, id := range []string{"a{b", "}", "#abc", "tab\there", strings.Repeat("x", storekey.MaxIdentityLen+1)} {
 		key, err := storekey.Key("rk:", "api", id)
 		if err != nil {
@@ -72,7 +72,7 @@ func TestKeyCacheNeverRemembersHashedKeys(t *testing.T) {
 // storekey.Key builds for what it asked. Under -race it also checks the
 // slots' sequence locks.
 func TestKeyCacheConcurrent(t *testing.T) {
-	c := newKeyCache()
+	c := new(keyCache)
 	const ids = 4 * keySlots
 	keys := make([]string, ids)
 	for i := range keys {
@@ -127,7 +127,7 @@ func FuzzKeyCache(f *testing.F) {
 		if err != nil || storekey.ValidateName("rule name", rule, false) != nil {
 			return // no key to remember: the Limiter remembers built keys only
 		}
-		c := newKeyCache()
+		c := new(keyCache)
 		for range 4 * keyRemember {
 			c.slot(rule, id1).put("rk:", rule, id1, key)
 		}

@@ -249,7 +249,7 @@ func NewLimiter(store Store, opts ...Option) (*Limiter, error) {
 		timeout:    DefaultTimeout,
 		replicas:   1,
 		deniedSize: defaultDeniedCacheSize,
-		keys:       newKeyCache(),
+		keys:       new(keyCache),
 		stop:       make(chan struct{}),
 	}
 	l.brk.cfg, _ = BreakerConfig{}.resolve()

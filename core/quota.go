@@ -227,7 +227,7 @@ func (l *Limiter) refundStore(c *storeCall, idx []int) {
 	err := func() (err error) {
 		defer func() {
 			if p := recover(); p != nil {
-				err = fmt.Errorf("ratekit: store panicked: %v", p)
+				err = storePanicked(p)
 			}
 		}()
 		_, err = qs.RefundAllN(ctx, checks, c.n)
