@@ -144,13 +144,12 @@ type storeCall struct {
 	err     error
 	done    chan struct{}
 
-	checks  []Check // the call's own, in the order of the group's rules
-	n       int
-	sent    int64 // the Limiter's mono time when the call was made
-	arrived int64 // and when it returned, once ended
+	checks []Check // the call's own, in the order of the group's rules
+	n      int
+	sent   int64 // the Limiter's mono time when the call was made
 
 	mu    sync.Mutex
-	ended bool // results, err and arrived are set
+	ended bool // results and err are set
 	// refunds are the checks whose units a Refund gave back before the
 	// call returned: the call's goroutine gives back what it spent of
 	// them once it returns
@@ -174,7 +173,6 @@ func (l *Limiter) spawn(ctx context.Context, checks []Check, n int, sent int64) 
 			}()
 			c.results, c.err = l.store.AllowAllN(ctx, checks, n)
 		}()
-		c.arrived = l.mono()
 		c.mu.Lock()
 		c.ended = true
 		refunds := c.refunds

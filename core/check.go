@@ -285,7 +285,7 @@ func (p *plan) settle(g int, c *groupCall, late *storeCall, d *Decision) {
 		d.Results[i] = RuleResult{Rule: r.name, Result: c.results[j], Shadow: c.shadow, key: r.check.Key}
 		if res := &d.Results[i]; c.results[j].Allowed {
 			res.spent, res.cost = c.spent, int32(r.cost) // allowed: at most a capacity
-			res.until = c.decided + int64(c.results[j].ResetAfter)
+			res.until = c.from + int64(c.results[j].ResetAfter)
 			res.late, res.check = late, uint8(j)
 		}
 		if !c.shadow {
@@ -321,7 +321,7 @@ type groupCall struct {
 	cached  bool    // the denied-key cache answered
 	spent   spender // who spent the units, when the group was allowed
 	sent    int64   // the Limiter's mono time when the store was asked
-	decided int64   // the Limiter's mono time when the spender answered
+	from    int64   // the Limiter's mono time the results' ResetAfter counts from: when the spender was asked
 	// A store call that missed the deadline and may have spent is
 	// returned by decide, not kept here: a pointer read from a groupCall
 	// into the heap would move its buffers there too.
@@ -414,14 +414,11 @@ func (l *Limiter) decide(ctx context.Context, c *groupCall) (late *storeCall, _ 
 // callInProcess decides c with a store that decides in process: no
 // deadline, breaker or fallback.
 func (l *Limiter) callInProcess(ctx context.Context, c *groupCall) error {
-	var t0 int64
-	if l.observer != nil {
-		t0 = l.mono()
-	}
+	t0 := l.mono()
 	err := l.callDirect(ctx, c.checks, c.n, c.results)
-	c.spent, c.decided = spentStore, l.mono()
+	c.spent, c.from = spentStore, t0
 	if l.observer != nil {
-		l.observer.StoreCalled(time.Duration(c.decided-t0), err)
+		l.observer.StoreCalled(time.Duration(l.mono()-t0), err)
 	}
 	return err
 }
@@ -476,7 +473,13 @@ func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, lead
 // late and err, as askStore describes.
 func (l *Limiter) answered(ctx, cctx context.Context, c *groupCall, leads []*deniedEntry, late *storeCall, err error) (*storeCall, error) {
 	t0 := c.sent
-	c.decided = l.mono()
+	// A result's ResetAfter counts from when the store was asked, not
+	// from the answer: Redis ran the call in between, so the spend it
+	// names ends no sooner than that count says, and a refund errs
+	// toward giving back nothing rather than to a later window (see
+	// Refund). It spares a decision a reading of the clock, which is
+	// read again only to tell an Observer how long the call took.
+	c.from = t0
 	// The caller gave up if its context ended, or its deadline passed:
 	// a client that keeps deadlines (go-redis) may time out at the
 	// deadline before the context's timer ends it. A call the store never
@@ -491,7 +494,7 @@ func (l *Limiter) answered(ctx, cctx context.Context, c *groupCall, leads []*den
 		}
 	}
 	if l.observer != nil {
-		l.observer.StoreCalled(time.Duration(c.decided-t0), err)
+		l.observer.StoreCalled(time.Duration(l.mono()-t0), err)
 	}
 	if err != nil {
 		l.denied.release(leads)

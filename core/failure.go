@@ -79,7 +79,7 @@ func (l *Limiter) fallback(ctx context.Context, c *groupCall, cause error) error
 		return fmt.Errorf("%w: %w", ErrUnavailable, cause)
 	}
 	l.allowLocal(c.checks, c.n, c.results)
-	c.spent, c.decided = spentFallback, l.mono()
+	c.spent, c.from = spentFallback, l.mono()
 	for i := range c.results {
 		c.results[i].Degraded = true
 		if c.results[i].Never() && c.n <= c.checks[i].Limit.Capacity() {

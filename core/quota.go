@@ -86,16 +86,22 @@ func (l *Limiter) Peek(ctx context.Context, rule Rule, identity string) (Result,
 // and gives back to the spend it names: to the fixed window the units
 // were spent in and never a later one, to the sliding counter's count of
 // that window, the sliding log's members of that instant, and GCRA's
-// units whole. Since the time left is measured on this Limiter's clock,
-// a slow answer makes it long: the store takes it as good within a
-// quarter of the period (at least 2 ms). So a fixed window's or sliding
-// counter's refund is exact while the decision's reply and the refund's
-// request together take less than three quarters of the period; past
-// that it may give back to the next window, at most the result's cost. A
-// sliding log may take another decision's units instead when they were
-// admitted within twice that time of the ones refunded, which frees their
-// slot that much sooner. A GCRA refund gives back the whole cost until
-// the ResetAfter has passed, though part of it may have refilled already.
+// units whole. The time left is measured on this Limiter's clock from
+// when the store was asked, not from its answer: the store spent a little
+// after the asking (the decision's delay) and reads the refund a little
+// after it is made (the refund's), two delays that offset each other, and
+// it takes the bound as good within a quarter of the period (at least
+// 2 ms). A refund so errs toward giving back nothing: it gives back
+// nothing within the decision's delay of the spend's end, nor when that
+// delay exceeds the refund's by more than the quarter. A fixed window's or
+// sliding counter's refund goes to the spend's own window while the
+// refund's delay exceeds the decision's by less than three quarters of
+// the period; past that it may give back to the next window, at most the
+// result's cost. A sliding log may take another decision's units instead
+// when they were admitted within twice the difference of the two delays
+// of the ones refunded, which frees their slot that much sooner. A GCRA
+// refund gives back the whole cost until the ResetAfter has passed,
+// though part of it may have refilled already.
 //
 // A decision whose store call missed its deadline was decided by the
 // failure policy, while the store may well have run the call too: under
@@ -264,7 +270,7 @@ func (c *storeCall) refundable(idx []int, now int64) []Check {
 				continue // the store spent nothing
 			}
 			ch.Limit, ch.Override = r.Limit, ""
-			until = c.arrived + int64(r.ResetAfter)
+			until = c.sent + int64(r.ResetAfter)
 		} else {
 			// an override's limit is read by the store: no bound
 			if ch.Override == "" {

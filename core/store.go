@@ -117,16 +117,17 @@ type Check struct {
 	// the allowed [Result] that spent them, that ResetAfter less the time
 	// since, as [Limiter.Refund] sets it. A store gives back to that spend
 	// only, taking ResetAfter to be good within a quarter of the limit's
-	// period (at least 2 ms), which covers a slow reply and two clocks
-	// that drift apart: a fixed window's units go back to the window that
-	// ends then (the one they were spent in), never to a later one; a
-	// sliding counter's to the count of the window they were spent in; a
-	// sliding log's are the members admitted in the instant nearest to a
-	// period before then, none when no instant is that near; a GCRA key's
-	// units come back whole (a caller gives back nothing once ResetAfter
-	// has passed, when they have refilled). Below 0, the spend counts no
-	// longer and nothing goes back; 0 tells nothing, and the units go back
-	// to the key as it stands. Other calls ignore it.
+	// period (at least 2 ms), which covers the delays of the call and of
+	// the refund and two clocks that drift apart: a fixed window's units
+	// go back to the window that ends then (the one they were spent in),
+	// never to a later one; a sliding counter's to the count of the window
+	// they were spent in; a sliding log's are the members admitted in the
+	// instant nearest to a period before then, none when no instant is
+	// that near; a GCRA key's units come back whole (a caller gives back
+	// nothing once ResetAfter has passed, when they have refilled). Below
+	// 0, the spend counts no longer and nothing goes back; 0 tells
+	// nothing, and the units go back to the key as it stands. Other calls
+	// ignore it.
 	ResetAfter time.Duration
 }
 
