@@ -475,10 +475,10 @@ func (l *Limiter) answered(ctx, cctx context.Context, c *groupCall, leads []*den
 	t0 := c.sent
 	// A result's ResetAfter counts from when the store was asked, not
 	// from the answer: Redis ran the call in between, so the spend it
-	// names ends no sooner than that count says, and a refund errs
-	// toward giving back nothing rather than to a later window (see
-	// Refund). It spares a decision a reading of the clock, which is
-	// read again only to tell an Observer how long the call took.
+	// names ends no sooner than that count says, and a slow reply does
+	// not stretch a refund's bound (see Refund). It spares a decision a
+	// reading of the clock, which is read again only to tell an Observer
+	// how long the call took.
 	c.from = t0
 	// The caller gave up if its context ended, or its deadline passed:
 	// a client that keeps deadlines (go-redis) may time out at the

@@ -91,17 +91,18 @@ func (l *Limiter) Peek(ctx context.Context, rule Rule, identity string) (Result,
 // after the asking (the decision's delay) and reads the refund a little
 // after it is made (the refund's), two delays that offset each other, and
 // it takes the bound as good within a quarter of the period (at least
-// 2 ms). A refund so errs toward giving back nothing: it gives back
-// nothing within the decision's delay of the spend's end, nor when that
-// delay exceeds the refund's by more than the quarter. A fixed window's or
-// sliding counter's refund goes to the spend's own window while the
-// refund's delay exceeds the decision's by less than three quarters of
-// the period; past that it may give back to the next window, at most the
-// result's cost. A sliding log may take another decision's units instead
-// when they were admitted within twice the difference of the two delays
-// of the ones refunded, which frees their slot that much sooner. A GCRA
-// refund gives back the whole cost until the ResetAfter has passed,
-// though part of it may have refilled already.
+// 2 ms). A refund made within the decision's delay of the spend's end
+// gives back nothing. A fixed window's or sliding counter's refund goes
+// to the spend's own window while the decision's delay exceeds the
+// refund's by less than a quarter of the period and the refund's exceeds
+// the decision's by less than three quarters; past that a fixed window's
+// gives back nothing (the decision's the longer) or to the next window,
+// and a sliding counter's to the window before the spend's or after it,
+// at most the result's cost. A sliding log may take another decision's
+// units instead when they were admitted within twice the difference of
+// the two delays of the ones refunded, which frees their slot that much
+// sooner. A GCRA refund gives back the whole cost until the ResetAfter
+// has passed, though part of it may have refilled already.
 //
 // A decision whose store call missed its deadline was decided by the
 // failure policy, while the store may well have run the call too: under
