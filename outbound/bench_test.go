@@ -2,9 +2,12 @@ package outbound_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -60,6 +63,42 @@ func BenchmarkReserve(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkReserveConcurrent measures reservations at 1 to 256 goroutines
+// at once over 1000 keys, through the quick start's client, and reports
+// the script calls and Redis's time per call as BenchmarkReserve does:
+// over a *redis.Client the reservations that overlap share pipelined round
+// trips.
+//
+//	go test -run '^$' -bench BenchmarkReserveConcurrent -benchmem -benchtime 100000x ./outbound
+func BenchmarkReserveConcurrent(b *testing.B) {
+	srv := redistest.StartServer(b)
+	rdb := srv.Client(b, func(o *redis.Options) { o.ContextTimeoutEnabled, o.MaxRetries, o.PoolSize = true, -1, 256 })
+	ctx := context.Background()
+	l, err := outbound.New(rdb, "bench", outbound.Limit{Rate: 1 << 30, Period: time.Hour, Burst: 1 << 30},
+		outbound.WithHeartbeat(time.Hour), outbound.WithTimeout(time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	for _, g := range testkit.BenchGoroutines {
+		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
+			counted(b, rdb, func() {
+				testkit.RunConcurrent(b, g, func(i int) (bool, error) {
+					r, err := l.Reserve(ctx, keys[i%len(keys)])
+					if err == nil && r.Degraded() {
+						err = errors.New("a turn decided without Redis")
+					}
+					return err == nil, err
+				})
+			})
+		})
+	}
 }
 
 // counted runs f and reports the script calls Redis counted per op of b,

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/ratekit/ratekit/internal/pipebatch"
 	"github.com/ratekit/ratekit/internal/redisopt"
 	"github.com/ratekit/ratekit/internal/storekey"
 	"github.com/ratekit/ratekit/internal/tickctx"
@@ -76,12 +77,16 @@ type Limiter struct {
 	// deadlines are the pooled deadlines of calls to a client that keeps
 	// them (see call)
 	deadlines tickctx.Pool
-	name      string
-	limit     Limit
-	cfg       config
-	argv      []any // ARGV[1..8] of every script (see scripts/state.lua)
-	channel   string
-	member    string
+	// batch, over a *redis.Client, lets concurrent reservations share
+	// pipelined round trips (each still a script run of its own); nil
+	// over other clients, whose reservations go alone
+	batch   *pipebatch.Batcher
+	name    string
+	limit   Limit
+	cfg     config
+	argv    []any // ARGV[1..8] of every script (see scripts/state.lua)
+	channel string
+	member  string
 
 	breaker     *gobreaker.TwoStepCircuitBreaker[struct{}]
 	lastLocal   atomic.Int64  // unix ns of the latest turn decided without Redis
@@ -99,6 +104,12 @@ type Limiter struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 }
+
+// pipelines is the most reservation pipelines in flight at once over a
+// *redis.Client, as many as a redisstore.Store's by default: a lone
+// reservation goes out at once, alone; the ones that come while all of
+// them are out queue, and go together in the next.
+const pipelines = 8
 
 // New returns a Limiter of limit over client, for the limiter named name:
 // its keys are prefix + name + ":{" + key + "}", so Limiters of different
@@ -139,6 +150,9 @@ func New(client redis.Scripter, name string, limit Limit, opts ...Option) (*Limi
 		client: client, keeps: keeps, divert: divert, name: name, limit: limit, cfg: cfg,
 		channel: cfg.prefix + name + ":pauses", member: rand.Text(),
 		now: time.Now, keys: make(map[string]*keyState), stop: make(chan struct{}),
+	}
+	if c, ok := client.(*redis.Client); ok {
+		l.batch = pipebatch.New(c, pipelines)
 	}
 	if cfg.now != nil {
 		l.now = cfg.now

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/pipebatch"
 	"github.com/ratekit/ratekit/internal/tickctx"
 )
 
@@ -43,10 +44,9 @@ var errTimeout = errors.New("ratekit: outbound: redis gave no answer within the 
 // when the client has it (*redis.Client, *redis.ClusterClient and
 // *redis.Ring do): it runs the client's hooks like any command, and reads
 // the reply's integers as they are, without Script.Run's copies of the
-// arguments and boxing of each integer.
-type processor interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-}
+// arguments and boxing of each integer. Over a *redis.Client, concurrent
+// reservations share pipelined round trips (see Limiter.batch).
+type processor = pipebatch.Processor
 
 // reserve runs reserve.lua on key for n units (see the script for the
 // arguments), within the Limiter's deadline, and returns its reply.
@@ -75,7 +75,11 @@ func (l *Limiter) reserve(ctx context.Context, key string, n int, maxWait time.D
 	var f []int64
 	_, err := l.call(ctx, func(ctx context.Context) (any, error) {
 		var err error
-		f, err = runInts(ctx, proc, args)
+		if l.batch != nil {
+			f, err = l.batch.Do(ctx, reserveScriptSrc, args)
+		} else {
+			f, err = pipebatch.Run(ctx, proc, reserveScriptSrc, args)
+		}
 		return nil, err
 	})
 	if err != nil {
@@ -85,26 +89,6 @@ func (l *Limiter) reserve(ctx context.Context, key string, n int, maxWait time.D
 		return reply{}, err
 	}
 	return parseReserve(f)
-}
-
-// runInts sends args, an EVALSHA of one key, and reads its reply, an array
-// of integers; when Redis does not know the script, it sends it again by
-// EVAL, which loads it. args is not used again once runInts returns.
-func runInts(ctx context.Context, proc processor, args []any) ([]int64, error) {
-	cmd := redis.NewIntSliceCmd(ctx, args...)
-	cmd.SetFirstKeyPos(3)
-	err := proc.Process(ctx, cmd)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		ev := slices.Clone(args)
-		ev[0], ev[1] = "eval", reserveScriptSrc
-		cmd = redis.NewIntSliceCmd(ctx, ev...)
-		cmd.SetFirstKeyPos(3)
-		err = proc.Process(ctx, cmd)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return cmd.Val(), nil
 }
 
 // run runs script on key with the config arguments and extra, within the

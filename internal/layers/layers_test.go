@@ -15,7 +15,7 @@ const module = "github.com/ratekit/ratekit/"
 // above: the stores never import one another, core imports no store, and
 // no adapter imports another.
 var layers = [][]string{
-	{"internal/storekey", "internal/rediserr", "internal/redisopt", "internal/tickctx"},
+	{"internal/storekey", "internal/rediserr", "internal/redisopt", "internal/tickctx", "internal/pipebatch"},
 	{"internal/localstore"},
 	{"core"},
 	{"internal/storecheck", "internal/observe"},

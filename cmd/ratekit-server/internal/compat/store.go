@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/pipebatch"
 	"github.com/ratekit/ratekit/redisstore"
 )
 
@@ -54,7 +55,7 @@ type Client interface {
 type Store struct {
 	client  Client
 	cluster *redis.ClusterClient
-	batch   *batcher // nil without batching
+	batch   *pipebatch.Batcher // nil without batching
 	routed  atomic.Bool
 	reload  atomic.Int64
 	born    time.Time
@@ -82,7 +83,7 @@ func New(client Client, opts Options) (*Store, error) {
 	s := &Store{client: client, born: time.Now(), watch: opts.Watch}
 	s.cluster, _ = client.(*redis.ClusterClient)
 	if c, ok := client.(*redis.Client); ok && opts.Batch > 0 {
-		s.batch = newBatcher(c, opts.Batch)
+		s.batch = pipebatch.New(c, opts.Batch)
 	}
 	return s, nil
 }
@@ -90,7 +91,7 @@ func New(client Client, opts Options) (*Store, error) {
 // Close stops the batcher: calls queued fail, later calls go alone.
 func (s *Store) Close() error {
 	if s.batch != nil {
-		s.batch.close()
+		s.batch.Close()
 	}
 	return nil
 }
@@ -260,31 +261,6 @@ func boxedLimit(l core.Limit) *[2]any {
 	return v
 }
 
-// processor is the Process method of go-redis's clients.
-type processor interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-}
-
-// runScript sends EVALSHA args (as run builds them), and EVAL when the
-// server does not know the script yet.
-func runScript(ctx context.Context, c processor, args []any) ([]int64, error) {
-	cmd := redis.NewCmd(ctx, args...)
-	_ = c.Process(ctx, cmd)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd = redis.NewCmd(ctx, evalArgs(args)...)
-		_ = c.Process(ctx, cmd)
-	}
-	return cmd.Int64Slice()
-}
-
-// evalArgs turns EVALSHA's arguments into EVAL's.
-func evalArgs(args []any) []any {
-	out := make([]any, len(args))
-	copy(out, args)
-	out[0], out[1] = "eval", source
-	return out
-}
-
 // maxHits is the largest count of one call: counts stay exact integers in
 // Lua's doubles.
 const maxHits = 1 << 52
@@ -316,9 +292,9 @@ func (s *Store) run(ctx context.Context, checks []core.Check, n int64, hits []in
 		err   error
 	)
 	if s.batch != nil {
-		reply, err = s.batch.do(ctx, args)
+		reply, err = s.batch.Do(ctx, source, args)
 	} else {
-		reply, err = runScript(ctx, s.client, args)
+		reply, err = pipebatch.Run(ctx, s.client, source, args)
 	}
 	if err != nil {
 		s.failed(err)
