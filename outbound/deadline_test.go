@@ -136,6 +136,16 @@ func fromRedis(t *testing.T, l *outbound.Limiter, when string) {
 // not a measurement.
 func reserveGuarded(t *testing.T, l *outbound.Limiter, ctx context.Context) (*outbound.Reservation, error) {
 	t.Helper()
+	r, ok, err := reserveWithin(l, ctx, time.Minute)
+	if !ok {
+		t.Fatal("a reservation on the stopped server did not return: the deadline was not kept")
+	}
+	return r, err
+}
+
+// reserveWithin reserves a turn of key k, and reports whether it returned
+// within d; a goroutine other than the test's may call it.
+func reserveWithin(l *outbound.Limiter, ctx context.Context, d time.Duration) (*outbound.Reservation, bool, error) {
 	type result struct {
 		r   *outbound.Reservation
 		err error
@@ -147,9 +157,97 @@ func reserveGuarded(t *testing.T, l *outbound.Limiter, ctx context.Context) (*ou
 	}()
 	select {
 	case res := <-done:
-		return res.r, res.err
-	case <-time.After(time.Minute):
-		t.Fatal("a reservation on the stopped server did not return: the deadline was not kept")
-		return nil, nil
+		return res.r, true, res.err
+	case <-time.After(d):
+		return nil, false, nil
+	}
+}
+
+// TestDeadlineOnStoppedRedisCrowd: reservations made at once on a stopped
+// redis-server, many more than the pipelines a Limiter keeps in flight,
+// so that most wait in its queue or go together in a pipeline, through
+// clients whose own timeouts are an hour (one with ContextTimeoutEnabled,
+// one keeping deadlines through its sockets' as the Limiter marks its
+// calls): each still returns, with a turn of this process's share, its
+// Redis call failing with the Limiter's timeout, or by its caller's own
+// earlier deadline with its error; and once the server resumes, turns
+// come from Redis again.
+func TestDeadlineOnStoppedRedisCrowd(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  func(*redis.Options)
+	}{
+		// timeouts of an hour: only the calls' deadlines can end them
+		{"keeps deadlines", func(o *redis.Options) { o.ContextTimeoutEnabled = true }},
+		{"socket timeouts", func(o *redis.Options) {}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			client := srv.Client(t, func(o *redis.Options) {
+				o.ReadTimeout, o.WriteTimeout, o.MaxRetries = time.Hour, time.Hour, -1
+				tc.opt(o)
+			})
+			obs := &callObserver{}
+			const crowd = 64
+			l, err := outbound.New(client, "crowd", outbound.Limit{Rate: 1000, Period: time.Second, Burst: 1000},
+				outbound.WithTimeout(100*time.Millisecond), outbound.WithHeartbeat(time.Hour),
+				outbound.WithBreaker(10*crowd, time.Hour), outbound.WithFleetSize(1), outbound.WithObserver(obs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			fromRedis(t, l, "before the stop")
+			srv.Pause(t)
+			stopped := true
+			defer func() {
+				if stopped {
+					srv.Resume(t)
+				}
+			}()
+			before := obs.calls()
+			var wg sync.WaitGroup
+			for i := range crowd {
+				wg.Go(func() {
+					r, ok, err := reserveWithin(l, context.Background(), time.Minute)
+					switch {
+					case !ok:
+						t.Errorf("reservation %d on the stopped server did not return: the deadline was not kept", i)
+					case err != nil || !r.Degraded():
+						t.Errorf("reservation %d on the stopped server: %v, or a turn from Redis; want a turn of this process's share", i, err)
+					}
+				})
+			}
+			wg.Wait()
+			errs := obs.since(before)
+			if len(errs) != crowd {
+				t.Fatalf("%d Redis calls for %d reservations on the stopped server", len(errs), crowd)
+			}
+			for i, err := range errs {
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("Redis call %d on the stopped server: %v; want the Limiter's timeout", i, err)
+				}
+			}
+			// callers of deadlines of their own, each shorter than the
+			// Limiter's and each a little later than the one before:
+			// as the first give up, their slots send the calls queued
+			// behind them, whose pipelines end by the latest deadline
+			// among their calls
+			for i := range crowd {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Duration(10+i)*time.Millisecond)
+					defer cancel()
+					switch _, ok, err := reserveWithin(l, ctx, time.Minute); {
+					case !ok:
+						t.Errorf("caller %d on the stopped server did not return: the deadline was not kept", i)
+					case !errors.Is(err, context.DeadlineExceeded):
+						t.Errorf("caller %d, its own deadline first on the stopped server: %v; want its context's error", i, err)
+					}
+				})
+			}
+			wg.Wait()
+			srv.Resume(t)
+			stopped = false
+			fromRedis(t, l, "after the resume")
+		})
 	}
 }

@@ -70,14 +70,22 @@ func evalArgs(src string, args []any) []any {
 // leader hands the slot to the first queued call, which sends everything
 // queued by then (up to MaxBatch calls) as the next pipeline.
 //
-// A call keeps its own deadline while it waits in the queue: one whose
-// context ends there leaves it, unsent. Once sent, it waits for its
-// answer: a pipeline runs until the latest deadline of its calls, under
-// the values of the call that has it (the marks of redisopt.Divert among
-// them), and none of their cancellations, since it answers all of them.
-// A client that keeps deadlines (ContextTimeoutEnabled, or a call marked
-// by a redisopt.Divert) therefore returns every call by about its
-// deadline: the calls of one pipeline started close together.
+// Every call returns by the end of its context. One whose context ends
+// while it waits in the queue leaves it, unsent; one whose context ends
+// once it was taken (sent in a pipeline, or about to lead one) leaves its
+// answer, or its turn to lead, to a goroutine of its own. A pipeline runs
+// until the latest deadline of its calls, under the values of the call
+// that has it (the marks of redisopt.Divert among them), and none of
+// their cancellations, since it answers all of them: over a client that
+// keeps deadlines (ContextTimeoutEnabled, or a call marked by a
+// redisopt.Divert) it ends by then.
+//
+// A pipeline may outlive the caller that lent it its context's values (one
+// that went when its context was cancelled): a caller must not change what
+// its context holds once Do returned with the context's error. A pooled
+// tickctx.Ctx qualifies: it carries no cancellation, and goes back to its
+// pool only from a call that returned before its deadline, by which time
+// any pipeline it was in has been answered.
 type Batcher struct {
 	client *redis.Client
 	mu     sync.Mutex
@@ -98,14 +106,19 @@ type call struct {
 	args  []any
 	reply []int64
 	err   error
+	// batch, when the call is woken to lead, is the pipeline handed to it
+	// to send (nil: it is to send what is queued)
+	batch []*call
 	// wake receives false when the call is answered, true when it is to
-	// lead the queue
+	// lead
 	wake chan bool
+	// alone is the batch of a call sent alone, without an allocation
+	alone [1]*call
 }
 
 // calls recycles calls: once Do returns, nothing refers to its call (a
 // leader sends on wake once and lets go; a call leaves the queue before
-// it returns).
+// it returns; a call whose caller went is recycled by its orphan).
 var calls = sync.Pool{New: func() any { return &call{wake: make(chan bool, 1)} }}
 
 // Do runs args, an EVALSHA of the script whose source is src (see Run),
@@ -114,42 +127,109 @@ var calls = sync.Pool{New: func() any { return &call{wake: make(chan bool, 1)} }
 func (b *Batcher) Do(ctx context.Context, src string, args []any) ([]int64, error) {
 	c := calls.Get().(*call)
 	c.ctx, c.src, c.args = ctx, src, args
-	defer func() {
-		*c = call{wake: c.wake}
-		calls.Put(c)
-	}()
 	b.mu.Lock()
 	switch {
 	case b.closed:
 		b.mu.Unlock()
+		recycle(c)
 		return Run(ctx, b.client, src, args)
 	case b.free > 0 && len(b.queue) == 0:
 		b.free--
 		b.mu.Unlock()
-		b.lead(c, nil)
-		return c.reply, c.err
+		c.alone[0] = c
+		b.lead(c.alone[:], c)
+		return answer(c)
 	}
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
-	var lead bool
-	select {
-	case lead = <-c.wake:
-	case <-ctx.Done():
-		if b.leave(c) {
+	for {
+		select {
+		case lead := <-c.wake:
+			if !lead || b.turn(c) {
+				return answer(c)
+			}
+			// it handed its pipeline to a call of a later deadline: it
+			// waits for its answer like the others
+		case <-ctx.Done():
+			if !b.leave(c) {
+				// taken: in a pipeline, or about to lead one; a
+				// goroutine of its own waits for that, and the caller
+				// goes
+				go b.orphan(c)
+			}
 			return nil, ctx.Err()
 		}
-		lead = <-c.wake // taken already: its answer or its turn comes at once
 	}
-	if lead {
+}
+
+// answer returns c's reply and recycles c.
+func answer(c *call) ([]int64, error) {
+	reply, err := c.reply, c.err
+	recycle(c)
+	return reply, err
+}
+
+// recycle puts c back in the pool.
+func recycle(c *call) {
+	*c = call{wake: c.wake}
+	calls.Put(c)
+}
+
+// orphan waits for the answer of c, whose caller went when its context
+// ended after c was taken, leading what c is to lead meanwhile.
+func (b *Batcher) orphan(c *call) {
+	for <-c.wake {
+		if b.turn(c) {
+			break
+		}
+	}
+	recycle(c)
+}
+
+// turn is c's turn to lead: it sends the pipeline handed to it, or else
+// takes what is queued (up to MaxBatch calls with c) and sends it, unless
+// another of those calls has a later deadline (or none): that one is
+// handed the pipeline, so that a leader, which waits for the pipeline's
+// answer however long its own deadline, is the last to give up on it. It
+// reports whether c led (and so is answered).
+func (b *Batcher) turn(c *call) (led bool) {
+	batch := c.batch
+	c.batch = nil
+	if batch == nil {
 		b.mu.Lock()
 		n := min(len(b.queue), MaxBatch-1)
-		rest := slices.Clone(b.queue[:n])
+		batch = append(slices.Clone(b.queue[:n]), c)
 		clear(b.queue[:n])
 		b.queue = b.queue[n:]
 		b.mu.Unlock()
-		b.lead(c, rest)
+		if l := latestOf(batch, c); l != c {
+			l.batch = batch
+			l.wake <- true
+			return false
+		}
 	}
-	return c.reply, c.err
+	b.lead(batch, c)
+	return true
+}
+
+// latestOf returns the call of batch with the latest deadline, or one
+// without a deadline; c unless another's is later.
+func latestOf(batch []*call, c *call) *call {
+	best := c
+	at, ok := c.ctx.Deadline()
+	if !ok {
+		return c
+	}
+	for _, q := range batch {
+		d, ok := q.ctx.Deadline()
+		if !ok {
+			return q
+		}
+		if d.After(at) {
+			best, at = q, d
+		}
+	}
+	return best
 }
 
 // Queued returns how many calls wait in the queue.
@@ -171,12 +251,15 @@ func (b *Batcher) leave(c *call) bool {
 	return true
 }
 
-// lead sends c and rest in one round trip, answers rest, and hands the
-// slot on to the first queued call, or frees it.
-func (b *Batcher) lead(c *call, rest []*call) {
-	b.send(append(rest, c))
-	for _, q := range rest {
-		q.wake <- false
+// lead sends batch in one round trip, answers its calls but self (whose
+// answer self's goroutine reads), and hands the slot on to the first
+// queued call, or frees it.
+func (b *Batcher) lead(batch []*call, self *call) {
+	b.send(batch)
+	for _, q := range batch {
+		if q != self {
+			q.wake <- false
+		}
 	}
 	b.mu.Lock()
 	if len(b.queue) > 0 && !b.closed {

@@ -36,7 +36,7 @@ type gate struct {
 	open chan struct{}
 	held atomic.Bool
 	// onPipeline, when set, runs before each pipeline goes out
-	onPipeline func()
+	onPipeline func(ctx context.Context)
 	mu         sync.Mutex
 	pipelines  []int
 	ctxs       []context.Context
@@ -65,7 +65,7 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 		g.ctxs = append(g.ctxs, ctx)
 		g.mu.Unlock()
 		if g.onPipeline != nil {
-			g.onPipeline()
+			g.onPipeline(ctx)
 		}
 		return next(ctx, cmds)
 	}
@@ -97,18 +97,18 @@ func queued(t *testing.T, b *Batcher, n int) {
 	}
 }
 
-type answer struct {
+type result struct {
 	reply []int64
 	err   error
 }
 
 // hold sends one call that the gate holds, with the slot, and returns its
-// answer's channel.
-func hold(b *Batcher, key string) chan answer {
-	done := make(chan answer, 1)
+// result's channel.
+func hold(b *Batcher, key string) chan result {
+	done := make(chan result, 1)
 	go func() {
 		r, err := b.Do(context.Background(), holdSrc, []any{"evalsha", holdSHA, 1, key})
-		done <- answer{r, err}
+		done <- result{r, err}
 	}()
 	return done
 }
@@ -123,12 +123,12 @@ func TestQueuedCallsShareAPipeline(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	const n = 20
-	answers := make([]chan answer, n)
+	answers := make([]chan result, n)
 	for i := range n {
-		answers[i] = make(chan answer, 1)
+		answers[i] = make(chan result, 1)
 		go func() {
 			r, err := b.Do(context.Background(), echoSrc, echoArgs(fmt.Sprint("k", i%4), i))
-			answers[i] <- answer{r, err}
+			answers[i] <- result{r, err}
 		}()
 	}
 	queued(t, b, n)
@@ -169,10 +169,10 @@ func TestQueuedCallLeavesUnsent(t *testing.T) {
 		_, err := b.Do(ctx, echoSrc, echoArgs("gone", 1))
 		gone <- err
 	}()
-	stays := make(chan answer, 1)
+	stays := make(chan result, 1)
 	go func() {
 		r, err := b.Do(context.Background(), echoSrc, echoArgs("stays", 2))
-		stays <- answer{r, err}
+		stays <- result{r, err}
 	}()
 	queued(t, b, 2)
 	cancel()
@@ -200,8 +200,8 @@ func TestQueuedCallLeavesUnsent(t *testing.T) {
 type valueKey struct{}
 
 // A pipeline ends at the latest deadline of its calls, carries that call's
-// values, and none of their cancellations: a call cancelled once sent is
-// answered all the same.
+// values, and none of their cancellations: it goes on when calls in it are
+// cancelled, and answers the others.
 func TestPipelineContext(t *testing.T) {
 	b, _, g := setup(t)
 	first := hold(b, "first")
@@ -213,26 +213,43 @@ func TestPipelineContext(t *testing.T) {
 	// latest deadline is neither the first call's nor the last's
 	deadlines := []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour, 90 * time.Minute}
 	var cancels []context.CancelFunc
-	answers := make([]chan answer, len(deadlines))
+	answers := make([]chan result, len(deadlines))
 	for i, d := range deadlines {
 		ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), valueKey{}, i), now.Add(d))
 		cancels = append(cancels, cancel)
-		answers[i] = make(chan answer, 1)
+		answers[i] = make(chan result, 1)
 		go func() {
 			r, err := b.Do(ctx, echoSrc, echoArgs("c", i))
-			answers[i] <- answer{r, err}
+			answers[i] <- result{r, err}
 		}()
 		queued(t, b, i+1)
 	}
-	// the calls are taken, then cancelled, before the pipeline reaches Redis
-	var once sync.Once
-	g.onPipeline = func() { once.Do(func() { cancels[1](); cancels[0]() }) }
+	// the calls are taken, then two are cancelled, before the pipeline
+	// reaches Redis: the pipeline goes on
+	var (
+		once   sync.Once
+		during error
+	)
+	g.onPipeline = func(ctx context.Context) {
+		once.Do(func() {
+			cancels[1]()
+			cancels[0]()
+			during = ctx.Err()
+		})
+	}
 	close(g.open)
 	<-first
 	for i := range deadlines {
-		if a := <-answers[i]; a.err != nil || a.reply[0] != int64(i) {
+		a := <-answers[i]
+		if i <= 1 && errors.Is(a.err, context.Canceled) {
+			continue // it went
+		}
+		if a.err != nil || a.reply[0] != int64(i) {
 			t.Errorf("call %d: %v, %v", i, a.reply, a.err)
 		}
+	}
+	if during != nil {
+		t.Errorf("the pipeline's context once two of its calls were cancelled: %v, want nil", during)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -301,5 +318,183 @@ func TestConcurrentCalls(t *testing.T) {
 	wg.Wait()
 	if n, err := client.Get(context.Background(), "all").Int(); err != nil || n != goroutines*each {
 		t.Errorf("Redis counted %d calls (%v), want %d", n, err, goroutines*each)
+	}
+}
+
+// stallPipelines makes the gate hold the first pipeline of scripts until
+// the returned release is called, and returns a channel closed once that
+// pipeline is held.
+func stallPipelines(g *gate) (held <-chan struct{}, release func()) {
+	entered, stall := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	g.onPipeline = func(context.Context) {
+		once.Do(func() {
+			close(entered)
+			<-stall
+		})
+	}
+	return entered, func() { close(stall) }
+}
+
+// A call whose context ends once its pipeline is out returns at once,
+// though the pipeline is not answered; the first call queued, whose
+// deadline is the earliest, hands its pipeline to the call without a
+// deadline (the latest), and so can go too. The pipeline still answers the others, and
+// its slot comes back.
+func TestTakenCallGoesAtItsEnd(t *testing.T) {
+	b, client, g := setup(t)
+	first := hold(b, "first")
+	for !g.held.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	held, release := stallPipelines(g)
+	now := time.Now()
+	type queuedCall struct {
+		key    string
+		cancel context.CancelFunc
+		done   chan result
+	}
+	var qs []queuedCall
+	// the earliest deadline first: it is woken to lead, and hands over to
+	// the call without one
+	for i, d := range []time.Duration{time.Hour, 0, 2 * time.Hour} {
+		ctx, cancel := context.WithCancel(context.Background()) // no deadline, the latest
+		if d > 0 {
+			ctx, cancel = context.WithDeadline(context.Background(), now.Add(d))
+		}
+		q := queuedCall{fmt.Sprint("q", i), cancel, make(chan result, 1)}
+		qs = append(qs, q)
+		go func() {
+			r, err := b.Do(ctx, echoSrc, echoArgs(q.key, i))
+			q.done <- result{r, err}
+		}()
+		queued(t, b, i+1)
+	}
+	close(g.open)
+	if a := <-first; a.err != nil {
+		t.Fatal(a.err)
+	}
+	<-held
+	for _, i := range []int{0, 2} { // the first queued and one in the middle
+		qs[i].cancel()
+		select {
+		case a := <-qs[i].done:
+			if !errors.Is(a.err, context.Canceled) {
+				t.Errorf("call %d, cancelled in its pipeline: %v, %v; want context.Canceled", i, a.reply, a.err)
+			}
+		case <-time.After(time.Minute):
+			release()
+			t.Fatalf("call %d, cancelled in its pipeline, still waits a minute later", i)
+		}
+	}
+	release()
+	if a := <-qs[1].done; a.err != nil || a.reply[0] != 1 {
+		t.Errorf("the call that led: %v, %v", a.reply, a.err)
+	}
+	qs[1].cancel()
+	for _, q := range qs {
+		// sent, though their callers went
+		if n, err := client.Get(context.Background(), q.key).Int(); err != nil || n != 1 {
+			t.Errorf("%s ran %d times (%v), want once", q.key, n, err)
+		}
+	}
+	// the slot came back: a call goes out alone again
+	if r, err := b.Do(context.Background(), echoSrc, echoArgs("after", 9)); err != nil || r[0] != 9 {
+		t.Errorf("a call afterwards: %v, %v", r, err)
+	}
+	if n := b.Queued(); n != 0 {
+		t.Errorf("%d calls left queued", n)
+	}
+}
+
+// Calls whose contexts end at random, in the queue, in a pipeline or as
+// it comes back: every call returns, with its own reply or its context's
+// error, no slot is lost, and calls afterwards are answered.
+func TestCallsGoingAtRandom(t *testing.T) {
+	client := redistest.StartServer(t).Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	const parallel = 2
+	b := New(client, parallel)
+	const goroutines, each = 32, 100
+	var wg sync.WaitGroup
+	var answered, ended atomic.Int64
+	for gi := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				n := gi*each + i
+				ctx, cancel := context.WithCancel(context.Background())
+				if n%3 != 0 {
+					time.AfterFunc(time.Duration(n%7)*50*time.Microsecond, cancel)
+				}
+				r, err := b.Do(ctx, echoSrc, echoArgs(fmt.Sprint("r", n%16), n))
+				cancel()
+				switch {
+				case err == nil && r[0] == int64(n):
+					answered.Add(1)
+				case errors.Is(err, context.Canceled):
+					ended.Add(1)
+				default:
+					t.Errorf("call %d: %v, %v", n, r, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d answered, %d went when their contexts ended", answered.Load(), ended.Load())
+	// the orphans of calls that went give their slots back
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		b.mu.Lock()
+		free, queued := b.free, len(b.queue)
+		b.mu.Unlock()
+		if free == parallel && queued == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute on: %d slots free of %d, %d calls queued", free, parallel, queued)
+		}
+	}
+	for i := range 2 * parallel {
+		if r, err := b.Do(context.Background(), echoSrc, echoArgs("after", i)); err != nil || r[0] != int64(i) {
+			t.Errorf("a call afterwards: %v, %v", r, err)
+		}
+	}
+}
+
+// A call whose caller went once it was taken, and which is then woken to
+// lead, leads all the same: its orphan sends it with what is queued.
+func TestOrphanLeads(t *testing.T) {
+	client := redistest.StartServer(t).Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	b := New(client, 1)
+	b.free = 0 // a pipeline is out
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := calls.Get().(*call)
+	c.ctx, c.src, c.args = ctx, echoSrc, echoArgs("orphan", 1)
+	b.queue = append(b.queue, c)
+	// taken from the queue to lead, as the pipeline out hands its slot on,
+	// after its caller went
+	b.queue = b.queue[1:]
+	go b.orphan(c)
+	behind := make(chan result, 1)
+	go func() {
+		r, err := b.Do(context.Background(), echoSrc, echoArgs("behind", 2))
+		behind <- result{r, err}
+	}()
+	queued(t, b, 1)
+	c.wake <- true
+	select {
+	case a := <-behind:
+		if a.err != nil || a.reply[0] != 2 {
+			t.Fatalf("the call queued behind the orphan: %v, %v", a.reply, a.err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the call queued behind the orphan still waits a minute later: nobody led")
+	}
+	if n, err := client.Get(context.Background(), "orphan").Int(); err != nil || n != 1 {
+		t.Errorf("the orphan ran %d times (%v), want once", n, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.free != 1 || len(b.queue) != 0 {
+		t.Errorf("after the orphan's pipeline: %d slots free, %d calls queued; want 1 and 0", b.free, len(b.queue))
 	}
 }
