@@ -118,7 +118,9 @@ const pipelines = 8
 // *redis.ClusterClient, *redis.Ring, a Sentinel failover client or anything
 // else that runs scripts; the Limiter never closes it. Pauses reach other
 // processes at once through a client that can subscribe (those four can),
-// and otherwise at their next turn.
+// and otherwise at their next turn. Over a *redis.Client (a Sentinel
+// failover client is one), reservations made at the same time share
+// pipelined round trips, each still a script call of its own.
 //
 // New starts the heartbeat and the subscription, which [Limiter.Close]
 // stops. It returns an error for a nil client, a bad name, an invalid
