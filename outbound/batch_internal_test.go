@@ -56,18 +56,32 @@ func (g *reserveGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	}
 }
 
-// TestConcurrentReservationsShareRoundTrips: over a *redis.Client, the
-// reservations that come while every pipeline is out go together in the
-// next ones, and each still gets a turn of its own: the burst's at once,
-// then one an interval apart.
+// TestConcurrentReservationsShareRoundTrips: through a client that can
+// pipeline (one redis-server, a 3-master Cluster), the reservations that
+// come while every pipeline is out go together in the next ones, and each
+// still gets a turn of its own: the burst's at once, then one an interval
+// apart.
 func TestConcurrentReservationsShareRoundTrips(t *testing.T) {
-	rdb := redistest.StartServer(t).Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	t.Run("single", func(t *testing.T) {
+		rdb := redistest.StartServer(t).Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+		reservationsShareRoundTrips(t, rdb)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		rdb := redistest.StartCluster(t, 3).Client(t, func(o *redis.ClusterOptions) { o.ContextTimeoutEnabled = true })
+		reservationsShareRoundTrips(t, rdb)
+	})
+}
+
+func reservationsShareRoundTrips(t *testing.T, rdb interface {
+	redis.Scripter
+	AddHook(redis.Hook)
+}) {
 	g := &reserveGate{open: make(chan struct{})}
 	rdb.AddHook(g)
 	const burst, callers = 10, 64
 	l := mustNew(t, rdb, Limit{Rate: 1, Period: time.Hour, Burst: burst}, WithMargin(0), WithTimeout(time.Minute))
 	if l.batch == nil {
-		t.Fatal("no batching over a *redis.Client")
+		t.Fatal("no batching")
 	}
 	start := time.Now()
 	wakes := make([]time.Time, callers)

@@ -168,25 +168,42 @@ func reserveWithin(l *outbound.Limiter, ctx context.Context, d time.Duration) (*
 // so that most wait in its queue or go together in a pipeline, through
 // clients whose own timeouts are an hour (one with ContextTimeoutEnabled,
 // one keeping deadlines through its sockets' as the Limiter marks its
-// calls): each still returns, with a turn of this process's share, its
+// calls, and a Cluster's with ContextTimeoutEnabled, the key's node
+// stopped): each still returns, with a turn of this process's share, its
 // Redis call failing with the Limiter's timeout, or by its caller's own
 // earlier deadline with its error; and once the server resumes, turns
 // come from Redis again.
 func TestDeadlineOnStoppedRedisCrowd(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		opt  func(*redis.Options)
-	}{
-		// timeouts of an hour: only the calls' deadlines can end them
-		{"keeps deadlines", func(o *redis.Options) { o.ContextTimeoutEnabled = true }},
-		{"socket timeouts", func(o *redis.Options) {}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	// a client of timeouts of an hour, whose calls only their deadlines
+	// can end, and the server of a key's node
+	type start func(t *testing.T) (redis.Scripter, func(key string) *redistest.Server)
+	single := func(opt func(*redis.Options)) start {
+		return func(t *testing.T) (redis.Scripter, func(string) *redistest.Server) {
 			srv := redistest.StartServer(t)
 			client := srv.Client(t, func(o *redis.Options) {
 				o.ReadTimeout, o.WriteTimeout, o.MaxRetries = time.Hour, time.Hour, -1
-				tc.opt(o)
+				opt(o)
 			})
+			return client, func(string) *redistest.Server { return srv }
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		start start
+	}{
+		{"keeps deadlines", single(func(o *redis.Options) { o.ContextTimeoutEnabled = true })},
+		{"socket timeouts", single(func(o *redis.Options) {})},
+		{"cluster", func(t *testing.T) (redis.Scripter, func(string) *redistest.Server) {
+			c := redistest.StartCluster(t, 3)
+			client := c.Client(t, func(o *redis.ClusterOptions) {
+				o.ReadTimeout, o.WriteTimeout, o.MaxRetries = time.Hour, time.Hour, -1
+				o.ContextTimeoutEnabled = true
+			})
+			return client, func(key string) *redistest.Server { return c.MasterOf(t, key) }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, serverOf := tc.start(t)
 			obs := &callObserver{}
 			const crowd = 64
 			l, err := outbound.New(client, "crowd", outbound.Limit{Rate: 1000, Period: time.Second, Burst: 1000},
@@ -197,6 +214,11 @@ func TestDeadlineOnStoppedRedisCrowd(t *testing.T) {
 			}
 			defer l.Close()
 			fromRedis(t, l, "before the stop")
+			key, err := l.Key("k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := serverOf(key)
 			srv.Pause(t)
 			stopped := true
 			defer func() {

@@ -77,9 +77,9 @@ type Limiter struct {
 	// deadlines are the pooled deadlines of calls to a client that keeps
 	// them (see call)
 	deadlines tickctx.Pool
-	// batch, over a *redis.Client, lets concurrent reservations share
-	// pipelined round trips (each still a script run of its own); nil
-	// over other clients, whose reservations go alone
+	// batch lets concurrent reservations share pipelined round trips
+	// (each still a script run of its own); nil over a client that cannot
+	// pipeline, whose reservations go alone
 	batch   *pipebatch.Batcher
 	name    string
 	limit   Limit
@@ -105,10 +105,10 @@ type Limiter struct {
 	wg     sync.WaitGroup
 }
 
-// pipelines is the most reservation pipelines in flight at once over a
-// *redis.Client, as many as a redisstore.Store's by default: a lone
-// reservation goes out at once, alone; the ones that come while all of
-// them are out queue, and go together in the next.
+// pipelines is the most reservation pipelines in flight at once, as many
+// as a redisstore.Store's by default: a lone reservation goes out at once,
+// alone; the ones that come while all of them are out queue, and go
+// together in the next.
 const pipelines = 8
 
 // New returns a Limiter of limit over client, for the limiter named name:
@@ -118,9 +118,10 @@ const pipelines = 8
 // *redis.ClusterClient, *redis.Ring, a Sentinel failover client or anything
 // else that runs scripts; the Limiter never closes it. Pauses reach other
 // processes at once through a client that can subscribe (those four can),
-// and otherwise at their next turn. Over a *redis.Client (a Sentinel
-// failover client is one), reservations made at the same time share
-// pipelined round trips, each still a script call of its own.
+// and otherwise at their next turn. Through those four, reservations made
+// at the same time share pipelined round trips (over a Cluster or a Ring,
+// one to each node their keys live on), each still a script call of its
+// own.
 //
 // New starts the heartbeat and the subscription, which [Limiter.Close]
 // stops. It returns an error for a nil client, a bad name, an invalid
@@ -153,7 +154,7 @@ func New(client redis.Scripter, name string, limit Limit, opts ...Option) (*Limi
 		channel: cfg.prefix + name + ":pauses", member: rand.Text(),
 		now: time.Now, keys: make(map[string]*keyState), stop: make(chan struct{}),
 	}
-	if c, ok := client.(*redis.Client); ok {
+	if c, ok := client.(pipebatch.Client); ok {
 		l.batch = pipebatch.New(c, pipelines)
 	}
 	if cfg.now != nil {

@@ -44,8 +44,8 @@ var errTimeout = errors.New("ratekit: outbound: redis gave no answer within the 
 // when the client has it (*redis.Client, *redis.ClusterClient and
 // *redis.Ring do): it runs the client's hooks like any command, and reads
 // the reply's integers as they are, without Script.Run's copies of the
-// arguments and boxing of each integer. Over a *redis.Client, concurrent
-// reservations share pipelined round trips (see Limiter.batch).
+// arguments and boxing of each integer. Concurrent reservations share
+// pipelined round trips (see Limiter.batch).
 type processor = pipebatch.Processor
 
 // reserve runs reserve.lua on key for n units (see the script for the

@@ -1,4 +1,4 @@
-// Package pipebatch lets concurrent script calls over one *redis.Client
+// Package pipebatch lets concurrent script calls over one go-redis client
 // share pipelined round trips: each call is still one script run of its
 // own, with its own reply, but the calls that overlap go to Redis in one
 // write and come back in one read, which spares Redis most of its
@@ -28,6 +28,15 @@ const MaxBatch = 128
 // Processor is the Process method of go-redis's clients.
 type Processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// Client is what a Batcher needs of a go-redis client: *redis.Client (a
+// Sentinel failover client is one), *redis.ClusterClient and *redis.Ring
+// have it. A ClusterClient's or a Ring's pipeline goes to each node its
+// calls' keys live on, one round trip to each.
+type Client interface {
+	Processor
+	Pipeline() redis.Pipeliner
 }
 
 // Run sends args, an EVALSHA of a script whose source is src ("evalsha",
@@ -87,7 +96,7 @@ func evalArgs(src string, args []any) []any {
 // pool only from a call that returned before its deadline, by which time
 // any pipeline it was in has been answered.
 type Batcher struct {
-	client *redis.Client
+	client Client
 	mu     sync.Mutex
 	free   int // slots free
 	queue  []*call
@@ -96,7 +105,7 @@ type Batcher struct {
 
 // New returns a Batcher of up to parallel pipelines in flight over client
 // (at least one).
-func New(client *redis.Client, parallel int) *Batcher {
+func New(client Client, parallel int) *Batcher {
 	return &Batcher{client: client, free: max(parallel, 1)}
 }
 
