@@ -69,13 +69,8 @@ func TestDeadlineOnStoppedRedis(t *testing.T) {
 			ctx := context.Background()
 			fromRedis(t, l, "before the stop")
 
-			srv.Pause(t)
-			stopped := true
-			defer func() {
-				if stopped {
-					srv.Resume(t)
-				}
-			}()
+			resume := pause(t, srv)
+			defer resume()
 			before := obs.calls()
 			for i := range 3 {
 				r, err := reserveGuarded(t, l, ctx)
@@ -109,8 +104,7 @@ func TestDeadlineOnStoppedRedis(t *testing.T) {
 				}
 			}
 
-			srv.Resume(t)
-			stopped = false
+			resume()
 			fromRedis(t, l, "after the resume")
 		})
 	}
@@ -141,6 +135,14 @@ func reserveGuarded(t *testing.T, l *outbound.Limiter, ctx context.Context) (*ou
 		t.Fatal("a reservation on the stopped server did not return: the deadline was not kept")
 	}
 	return r, err
+}
+
+// pause stops srv (SIGSTOP) until resume, which resumes it once however
+// often it is called.
+func pause(t *testing.T, srv *redistest.Server) (resume func()) {
+	srv.Pause(t)
+	var once sync.Once
+	return func() { once.Do(func() { srv.Resume(t) }) }
 }
 
 // reserveWithin reserves a turn of key k, and reports whether it returned
@@ -219,13 +221,8 @@ func TestDeadlineOnStoppedRedisCrowd(t *testing.T) {
 				t.Fatal(err)
 			}
 			srv := serverOf(key)
-			srv.Pause(t)
-			stopped := true
-			defer func() {
-				if stopped {
-					srv.Resume(t)
-				}
-			}()
+			resume := pause(t, srv)
+			defer resume()
 			before := obs.calls()
 			var wg sync.WaitGroup
 			for i := range crowd {
@@ -269,8 +266,7 @@ func TestDeadlineOnStoppedRedisCrowd(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			srv.Resume(t)
-			stopped = false
+			resume()
 			fromRedis(t, l, "after the resume")
 		})
 	}

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -264,7 +263,7 @@ func (b *Batcher) leave(c *call) bool {
 // answer self's goroutine reads), and hands the slot on to the first
 // queued call, or frees it.
 func (b *Batcher) lead(batch []*call, self *call) {
-	b.send(batch)
+	b.send(batch, self)
 	for _, q := range batch {
 		if q != self {
 			q.wake <- false
@@ -284,15 +283,21 @@ func (b *Batcher) lead(batch []*call, self *call) {
 }
 
 // send runs batch's scripts in one pipeline, and those Redis does not know
-// yet by EVAL in a second.
-func (b *Batcher) send(batch []*call) {
+// yet by EVAL in a second. The pipeline runs under the context of self,
+// the leader, whose deadline is the latest of batch's (see turn): its
+// values and deadline, without its cancellation.
+func (b *Batcher) send(batch []*call, self *call) {
 	if len(batch) == 1 {
 		c := batch[0]
 		c.reply, c.err = Run(c.ctx, b.client, c.src, c.args)
 		return
 	}
-	ctx, cancel := latest(batch)
-	defer cancel()
+	ctx := context.WithoutCancel(self.ctx)
+	if at, ok := self.ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, at)
+		defer cancel()
+	}
 	cmds := make([]*redis.IntSliceCmd, len(batch))
 	pipe := b.client.Pipeline()
 	for i, c := range batch {
@@ -317,27 +322,6 @@ func (b *Batcher) send(batch []*call) {
 	for i, c := range batch {
 		c.reply, c.err = cmds[i].Result()
 	}
-}
-
-// latest returns the context of a pipeline of batch's calls: it carries
-// the values of the call with the latest deadline and ends at that
-// deadline (never, if one of the calls has none), and carries none of
-// their cancellations.
-func latest(batch []*call) (context.Context, context.CancelFunc) {
-	var (
-		at  time.Time
-		top context.Context
-	)
-	for _, c := range batch {
-		d, ok := c.ctx.Deadline()
-		if !ok {
-			return context.WithCancel(context.WithoutCancel(c.ctx))
-		}
-		if top == nil || d.After(at) {
-			at, top = d, c.ctx
-		}
-	}
-	return context.WithDeadline(context.WithoutCancel(top), at)
 }
 
 // Close fails the calls queued with ErrClosed; later calls go alone.
