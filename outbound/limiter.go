@@ -78,7 +78,7 @@ type Limiter struct {
 	// them (see call)
 	deadlines tickctx.Pool
 	// batch lets concurrent reservations share pipelined round trips
-	// (each still a script run of its own); nil over a client that cannot
+	// (and over one server, script runs); nil over a client that cannot
 	// pipeline, whose reservations go alone
 	batch   *pipebatch.Batcher
 	name    string
@@ -120,8 +120,8 @@ const pipelines = 8
 // processes at once through a client that can subscribe (those four can),
 // and otherwise at their next turn. Through those four, reservations made
 // at the same time share pipelined round trips (over a Cluster or a Ring,
-// one to each node their keys live on), each still a script call of its
-// own.
+// one to each node their keys live on); through one server's client, one
+// script run too, each reserved in turn as alone.
 //
 // New starts the heartbeat and the subscription, which [Limiter.Close]
 // stops. It returns an error for a nil client, a bad name, an invalid

@@ -1,12 +1,16 @@
 // Package pipebatch lets concurrent script calls over one go-redis client
-// share pipelined round trips: each call is still one script run of its
-// own, with its own reply, but the calls that overlap go to Redis in one
-// write and come back in one read, which spares Redis most of its
-// per-command I/O and the client a connection per call.
+// share round trips: the calls that overlap go to Redis in one write and
+// come back in one read, which spares Redis most of its per-command I/O
+// and the client a connection per call. Over one server (a *redis.Client,
+// which a Sentinel failover client is too), the calls of one script in a
+// round trip also go as one script run, each call run in turn on its own
+// keys and arguments as a function of the script's body, with its own
+// reply; over a Cluster or a Ring each call is a script run of its own.
 //
-// It is for scripts whose calls cannot be merged into one script run (an
-// outbound reservation, ratekit-server's envoy-compatible counters):
-// redisstore batches its own algorithms into shared script runs instead.
+// It is for scripts whose calls cannot be merged by what they decide (an
+// outbound reservation, ratekit-server's envoy-compatible counters), only
+// run one after another: redisstore merges its own algorithms' calls into
+// scripts written for many keys instead.
 package pipebatch
 
 import (
@@ -78,6 +82,16 @@ func evalArgs(src string, args []any) []any {
 // leader hands the slot to the first queued call, which sends everything
 // queued by then (up to MaxBatch calls) as the next pipeline.
 //
+// Over a *redis.Client the calls of one script in a pipeline go as one
+// script run (of at most 1024 keys; more go as several), in the order the
+// pipeline would run them: the same writes and replies as one EVALSHA
+// each, for one command's cost in Redis. A merged script's reply must be
+// an array of integers, as Do's are. An error the run raises is every
+// call's error, though the calls before it in the run did run: a script
+// merged should raise none. Ours raise none (they read keys that may hold
+// anything with pcall) but Redis's refusal of a write for want of memory,
+// which comes only at a run's first write, before any call wrote.
+//
 // Every call returns by the end of its context. One whose context ends
 // while it waits in the queue leaves it, unsent; one whose context ends
 // once it was taken (sent in a pipeline, or about to lead one) leaves its
@@ -96,6 +110,7 @@ func evalArgs(src string, args []any) []any {
 // any pipeline it was in has been answered.
 type Batcher struct {
 	client Client
+	merge  bool // the client talks to one server: calls of a script merge
 	mu     sync.Mutex
 	free   int // slots free
 	queue  []*call
@@ -105,7 +120,8 @@ type Batcher struct {
 // New returns a Batcher of up to parallel pipelines in flight over client
 // (at least one).
 func New(client Client, parallel int) *Batcher {
-	return &Batcher{client: client, free: max(parallel, 1)}
+	_, one := client.(*redis.Client)
+	return &Batcher{client: client, merge: one, free: max(parallel, 1)}
 }
 
 type call struct {
@@ -282,10 +298,11 @@ func (b *Batcher) lead(batch []*call, self *call) {
 	b.mu.Unlock()
 }
 
-// send runs batch's scripts in one pipeline, and those Redis does not know
-// yet by EVAL in a second. The pipeline runs under the context of self,
-// the leader, whose deadline is the latest of batch's (see turn): its
-// values and deadline, without its cancellation.
+// send runs batch's scripts in one pipeline (see units: over one server,
+// the calls of one script in one run), and those Redis does not know yet
+// by EVAL in a second. The pipeline runs under the context of self, the
+// leader, whose deadline is the latest of batch's (see turn): its values
+// and deadline, without its cancellation.
 func (b *Batcher) send(batch []*call, self *call) {
 	if len(batch) == 1 {
 		c := batch[0]
@@ -298,30 +315,7 @@ func (b *Batcher) send(batch []*call, self *call) {
 		ctx, cancel = context.WithDeadline(ctx, at)
 		defer cancel()
 	}
-	cmds := make([]*redis.IntSliceCmd, len(batch))
-	pipe := b.client.Pipeline()
-	for i, c := range batch {
-		cmds[i] = newCmd(ctx, c.args)
-		_ = pipe.Process(ctx, cmds[i])
-	}
-	_, _ = pipe.Exec(ctx)
-	var again []int
-	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		pipe := b.client.Pipeline()
-		for _, i := range again {
-			cmds[i] = newCmd(ctx, evalArgs(batch[i].src, batch[i].args))
-			_ = pipe.Process(ctx, cmds[i])
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-	for i, c := range batch {
-		c.reply, c.err = cmds[i].Result()
-	}
+	b.sendUnits(ctx, units(batch, b.merge))
 }
 
 // Close fails the calls queued with ErrClosed; later calls go alone.

@@ -72,13 +72,17 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 }
 
 // setup starts a redis-server and a Batcher of one slot over a client with
-// a gate.
+// a gate, which sends each call as a command of its own.
 func setup(t *testing.T) (*Batcher, *redis.Client, *gate) {
 	t.Helper()
 	client := redistest.StartServer(t).Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
 	g := newGate()
 	client.AddHook(g)
-	return New(client, 1), client, g
+	b := New(client, 1)
+	// calls of one script go as commands of their own, as over a Cluster
+	// or a Ring: merged runs are merge_internal_test.go's
+	b.merge = false
+	return b, client, g
 }
 
 // queued waits until n calls are queued on b.
@@ -301,6 +305,11 @@ func TestClose(t *testing.T) {
 func TestConcurrentCalls(t *testing.T) {
 	client := redistest.StartServer(t).Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
 	b := New(client, 2)
+	b.merge = false
+	concurrentCalls(t, b, client)
+}
+
+func concurrentCalls(t *testing.T, b *Batcher, client *redis.Client) {
 	const goroutines, each = 32, 200
 	var wg sync.WaitGroup
 	for gi := range goroutines {

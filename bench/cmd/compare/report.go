@@ -291,8 +291,8 @@ var notes = []string{
 	"ratekit outbound.Reserve is the outbound throttle's reservation (package `outbound`): one " +
 		"`Reserve` a decision, one script call that pushes the key's schedule (GCRA's theoretical " +
 		"arrival time, kept in Redis on Redis's clock) forward and hands back the caller's time to act; " +
-		"over the *redis.Client here, reservations made at once share pipelined round trips, each " +
-		"still a script call of its own. The comparison never sleeps to the turn nor cancels it: a reservation whose time to act is now " +
+		"over the *redis.Client here, reservations made at once share pipelined round trips, and " +
+		"a round trip's go as one script run, each reserved in turn as alone. The comparison never sleeps to the turn nor cancels it: a reservation whose time to act is now " +
 		"counts as allowed, a later one as denied, one decided without Redis (`Degraded`) as an error. " +
 		"The throughput runs' limit, " + figures.Thousands(float64(benchLimit)) + " per minute with a burst as large, is one unit a " +
 		"microsecond, the fastest Limit outbound accepts, and far above any run's rate: no reservation " +

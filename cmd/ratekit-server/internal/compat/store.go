@@ -64,8 +64,10 @@ type Store struct {
 
 // Options tune a Store.
 type Options struct {
-	// Batch, when above 0, lets up to that many concurrent calls share one
-	// pipelined round trip over a *redis.Client; 0 sends each call alone.
+	// Batch, when above 0, lets concurrent calls over a *redis.Client
+	// share pipelined round trips, up to that many in flight, the calls of
+	// one round trip in one script run (see package pipebatch); 0 sends
+	// each call alone.
 	Batch int
 	// Watch, when set, is the watch of the resets published on
 	// redisstore.ResetChannel (a redisstore.Store's WatchResets over the

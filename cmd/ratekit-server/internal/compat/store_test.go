@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/compat"
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/pipebatch"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/redisstore"
 )
@@ -36,18 +37,22 @@ func newStore(t *testing.T, batch int) (*compat.Store, *redis.Client, *redistest
 	return s, c, rs
 }
 
-// TestExactConcurrent: 400 concurrent calls on a limit of 100 let exactly
-// 100 through and count all 400, as envoy counts them, with and without
-// batching.
+// TestExactConcurrent: 400 concurrent calls, each on a limit of 100 on
+// one key and one of 1000 on a key of ten, let exactly 100 through and
+// count all 400 on each key, as envoy counts them, with and without
+// batching; with batching, calls share script runs.
 func TestExactConcurrent(t *testing.T) {
 	for _, batch := range []int{0, 4} {
 		t.Run(fmt.Sprint("batch=", batch), func(t *testing.T) {
 			s, c, _ := newStore(t, batch)
+			runs := &callCounter{}
+			c.AddHook(runs)
 			var ok atomic.Int64
 			var wg sync.WaitGroup
-			for range 400 {
+			for i := range 400 {
 				wg.Go(func() {
-					r, err := s.AllowAllN(context.Background(), []core.Check{{Key: "k", Limit: perMinute(100)}}, 1)
+					checks := []core.Check{{Key: "k", Limit: perMinute(100)}, {Key: fmt.Sprint("o", i%10), Limit: perMinute(1000)}}
+					r, err := s.AllowAllN(context.Background(), checks, 1)
 					if err != nil {
 						t.Error(err)
 						return
@@ -55,13 +60,52 @@ func TestExactConcurrent(t *testing.T) {
 					if r[0].Allowed {
 						ok.Add(1)
 					}
+					if !r[1].Allowed {
+						t.Errorf("call %d: denied on a key of 40 calls: %+v", i, r[1])
+					}
 				})
 			}
 			wg.Wait()
 			if v, _ := c.Get(context.Background(), "k").Int(); ok.Load() != 100 || v != 400 {
 				t.Fatalf("allowed %d and counted %d; want 100 and 400", ok.Load(), v)
 			}
+			for i := range 10 {
+				if v, _ := c.Get(context.Background(), fmt.Sprint("o", i)).Int(); v != 40 {
+					t.Errorf("o%d counted %d, want 40", i, v)
+				}
+			}
+			if most := runs.most.Load(); batch > 0 && most < 2 {
+				t.Errorf("no script run counted more than one call (most %d)", most)
+			}
 		})
+	}
+}
+
+// callCounter is a hook that records the most calls of compat.lua one
+// command ran.
+type callCounter struct{ most atomic.Int64 }
+
+func (h *callCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.saw(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.saw(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *callCounter) saw(cmd redis.Cmder) {
+	n := int64(pipebatch.MergedCalls(cmd, compat.Source))
+	for m := h.most.Load(); n > m && !h.most.CompareAndSwap(m, n); m = h.most.Load() {
 	}
 }
 
