@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// maxMergedKeys bounds the keys of one merged script run, so that one run
-// holds Redis no longer than about as many calls alone would each: a
-// pipeline whose calls name more goes as several runs.
+// maxMergedKeys bounds the keys of one merged script run, and so how long
+// one run holds Redis: a pipeline whose calls name more goes as several
+// runs.
 const maxMergedKeys = 1024
 
 // mergedSrc is the script that runs the calls of one pipeline that share a

@@ -85,12 +85,13 @@ func evalArgs(src string, args []any) []any {
 // Over a *redis.Client the calls of one script in a pipeline go as one
 // script run (of at most 1024 keys; more go as several), in the order the
 // pipeline would run them: the same writes and replies as one EVALSHA
-// each, for one command's cost in Redis. A merged script's reply must be
-// an array of integers, as Do's are. An error the run raises is every
-// call's error, though the calls before it in the run did run: a script
-// merged should raise none. Ours raise none (they read keys that may hold
-// anything with pcall) but Redis's refusal of a write for want of memory,
-// which comes only at a run's first write, before any call wrote.
+// each, without the command of each (its parsing, its argument tables,
+// its reply's encoding). A merged script's reply must be an array of
+// integers, as Do's are. An error the run raises is every call's error,
+// though the calls before it in the run did run: a script merged should
+// raise none. Ours raise none (they read keys that may hold anything with
+// pcall) but Redis's refusal of a write for want of memory, which comes
+// only at a run's first write, before any call wrote.
 //
 // Every call returns by the end of its context. One whose context ends
 // while it waits in the queue leaves it, unsent; one whose context ends
