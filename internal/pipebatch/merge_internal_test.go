@@ -248,3 +248,39 @@ func TestConcurrentMergedCalls(t *testing.T) {
 	}
 	concurrentCalls(t, b, client)
 }
+
+// FuzzSplit: whatever a merged run replies, split never panics, and when
+// it accepts a reply, the calls' replies, each after its length, are that
+// reply again.
+func FuzzSplit(f *testing.F) {
+	f.Add([]byte{2, 7, 8, 0}, uint8(2))
+	f.Add([]byte{1, 7}, uint8(2))
+	f.Add([]byte{}, uint8(1))
+	f.Add([]byte{0, 0, 0}, uint8(3))
+	f.Add([]byte{255, 1}, uint8(1))
+	f.Add([]byte{0, 0, 48}, uint8(1)) // a reply longer than its calls' replies
+
+	f.Fuzz(func(t *testing.T, data []byte, ncalls uint8) {
+		reply := make([]int64, len(data))
+		for i, b := range data {
+			reply[i] = int64(int8(b)) // lengths below 0 too
+		}
+		calls := make([]*call, int(ncalls%8)+1)
+		for i := range calls {
+			calls[i] = &call{}
+		}
+		if err := split(reply, calls); err != nil {
+			if !errors.Is(err, errMergedReply) {
+				t.Fatalf("split: %v", err)
+			}
+			return
+		}
+		var again []int64
+		for _, c := range calls {
+			again = append(append(again, int64(len(c.reply))), c.reply...)
+		}
+		if fmt.Sprint(again) != fmt.Sprint(reply) {
+			t.Fatalf("split %v into calls that make %v", reply, again)
+		}
+	})
+}
