@@ -66,7 +66,8 @@ type unit struct {
 	src   string // the script's source, for EVAL
 	args  []any
 	calls []*call
-	keys  int // keys of the merged calls
+	nkeys []int // each merged call's keys
+	keys  int   // keys of the merged calls
 	cmd   *redis.IntSliceCmd
 }
 
@@ -117,6 +118,7 @@ func units(batch []*call, merge bool) []*unit {
 			u.keys += n
 		}
 		u.calls = append(u.calls, c)
+		u.nkeys = append(u.nkeys, n)
 	}
 	for _, u := range us {
 		if u.args == nil {
@@ -140,18 +142,15 @@ func (u *unit) build() {
 	}
 	args := make([]any, 0, 4+nargs)
 	args = append(args, "evalsha", m.sha, u.keys)
-	for _, c := range u.calls {
-		n, _ := numKeys(c.args)
-		args = append(args, c.args[3:3+n]...)
+	for i, c := range u.calls {
+		args = append(args, c.args[3:3+u.nkeys[i]]...)
 	}
 	args = append(args, len(u.calls))
-	for _, c := range u.calls {
-		n, _ := numKeys(c.args)
-		args = append(args, n, len(c.args)-3-n)
+	for i, c := range u.calls {
+		args = append(args, u.nkeys[i], len(c.args)-3-u.nkeys[i])
 	}
-	for _, c := range u.calls {
-		n, _ := numKeys(c.args)
-		args = append(args, c.args[3+n:]...)
+	for i, c := range u.calls {
+		args = append(args, c.args[3+u.nkeys[i]:]...)
 	}
 	u.args = args
 }
