@@ -58,6 +58,11 @@ local function add(key, period, n)
     return 0, (math.floor(now() / period) + 1) * period - now()
   end
   local c = redis.pcall('INCRBY', key, n)
+  if c == n then
+    -- the key was absent (no counter of ours holds 0): a new window, whose
+    -- expiry open sets without asking for the missing one
+    return open(key, period, n)
+  end
   if type(c) == 'number' then
     local ttl = redis.call('PTTL', key)
     if ttl > 0 and ttl <= period and c >= n then
