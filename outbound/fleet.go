@@ -40,9 +40,9 @@ func (l *Limiter) heartbeatLoop() {
 // the fleet's size.
 func (l *Limiter) beat(key, ttl, mode string) (int64, error) {
 	ctx := context.Background()
-	v, err := l.call(ctx, func(ctx context.Context) (any, error) {
+	v, err := l.call(ctx, callFunc(func(ctx context.Context) (any, error) {
 		return fleetScript.Run(ctx, l.client, []string{key}, l.member, ttl, mode).Result()
-	})
+	}))
 	if err != nil {
 		return 0, err
 	}

@@ -68,37 +68,62 @@ func (l *Limiter) reserve(ctx context.Context, key string, n int, maxWait time.D
 		}
 		return parseReserve(f)
 	}
+	c := &reserveCall{l: l, proc: proc}
 	// "evalsha", sha, 1, key, the config arguments, then reserve's own
-	args := make([]any, 4, 4+len(l.argv)+4)
-	args[0], args[1], args[2], args[3] = "evalsha", reserveSHA, 1, key
-	args = append(append(args, l.argv...), n, mw, share, floorUS)
-	var f []int64
-	_, err := l.call(ctx, func(ctx context.Context) (any, error) {
-		var err error
-		if l.batch != nil {
-			f, err = l.batch.Do(ctx, reserveScriptSrc, args)
-		} else {
-			f, err = pipebatch.Run(ctx, proc, reserveScriptSrc, args)
-		}
-		return nil, err
-	})
-	if err != nil {
+	c.args = append(append(append(c.buf[:0], "evalsha", reserveSHAArg, 1, key), l.argv...), n, mw, share, floorUS)
+	if _, err := l.call(ctx, c); err != nil {
 		return reply{}, err
 	}
+	f := c.f
 	if err := checkInts("reserve", f, 6); err != nil {
 		return reply{}, err
 	}
 	return parseReserve(f)
 }
 
+// reserveSHAArg is reserve's SHA as an argument, boxed once rather than on
+// every call.
+var reserveSHAArg any = reserveSHA
+
+// reserveCall is one reservation's Redis call, with its arguments and its
+// reply: one allocation where a closure, its arguments and its reply would
+// each be one.
+type reserveCall struct {
+	l    *Limiter
+	proc processor
+	args []any
+	buf  [16]any // room for args: 4, the 8 config arguments, then 4
+	f    []int64 // the reply's integers
+}
+
+func (c *reserveCall) do(ctx context.Context) (any, error) {
+	var err error
+	if c.l.batch != nil {
+		c.f, err = c.l.batch.Do(ctx, reserveScriptSrc, c.args)
+	} else {
+		c.f, err = pipebatch.Run(ctx, c.proc, reserveScriptSrc, c.args)
+	}
+	return nil, err
+}
+
+// redisCall is a Redis call that Limiter.call makes within the deadline.
+type redisCall interface {
+	do(ctx context.Context) (any, error)
+}
+
+// callFunc makes a function a redisCall.
+type callFunc func(context.Context) (any, error)
+
+func (f callFunc) do(ctx context.Context) (any, error) { return f(ctx) }
+
 // run runs script on key with the config arguments and extra, within the
 // Limiter's deadline, and tells the observers.
 func (l *Limiter) run(ctx context.Context, script *redis.Script, key string, extra ...any) (any, error) {
 	args := make([]any, 0, len(l.argv)+len(extra))
 	args = append(append(args, l.argv...), extra...)
-	return l.call(ctx, func(ctx context.Context) (any, error) {
+	return l.call(ctx, callFunc(func(ctx context.Context) (any, error) {
 		return script.Run(ctx, l.client, []string{key}, args...).Result()
-	})
+	}))
 }
 
 // call runs f within the Limiter's deadline, and returns by it whatever
@@ -114,7 +139,7 @@ func (l *Limiter) run(ctx context.Context, script *redis.Script, key string, ext
 // cancellation: a caller that gives up during the call sees the call end
 // by the Limiter's deadline at the latest, as go-redis, which keeps
 // deadlines through the socket's, would end it anyway.
-func (l *Limiter) call(ctx context.Context, f func(context.Context) (any, error)) (any, error) {
+func (l *Limiter) call(ctx context.Context, f redisCall) (any, error) {
 	start := l.now()
 	var (
 		reply any
@@ -125,7 +150,7 @@ func (l *Limiter) call(ctx context.Context, f func(context.Context) (any, error)
 		var pooled *tickctx.Ctx
 		cctx, pooled = l.deadlines.Within(ctx, l.cfg.timeout)
 		defer l.deadlines.Put(pooled)
-		reply, err = f(l.divert.Mark(cctx))
+		reply, err = f.do(l.divert.Mark(cctx))
 	} else {
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeout(ctx, l.cfg.timeout)
@@ -144,7 +169,7 @@ func (l *Limiter) call(ctx context.Context, f func(context.Context) (any, error)
 
 // detached runs f on a goroutine of its own and waits for it until ctx
 // ends.
-func (l *Limiter) detached(ctx context.Context, f func(context.Context) (any, error)) (any, error) {
+func (l *Limiter) detached(ctx context.Context, f redisCall) (any, error) {
 	type result struct {
 		reply any
 		err   error
@@ -154,7 +179,7 @@ func (l *Limiter) detached(ctx context.Context, f func(context.Context) (any, er
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		r, err := f(context.WithoutCancel(ctx))
+		r, err := f.do(context.WithoutCancel(ctx))
 		if !abandoned.Load() {
 			done <- result{r, err}
 		}
