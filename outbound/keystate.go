@@ -16,7 +16,7 @@ type keyState struct {
 
 	mu         sync.Mutex
 	pauseUntil time.Time     // no turn of the key before it (local clock)
-	notify     chan struct{} // closed, and replaced, when pauseUntil grows
+	notify     chan struct{} // closed when pauseUntil grows; made when a sleeper first asks (see paused)
 	horizon    time.Time     // the latest time to act the fleet had handed out, as last seen
 	local      *rate.Limiter // this process's share while Redis cannot decide; nil otherwise
 	localShare int           // the fleet size local was made for
@@ -32,7 +32,7 @@ func (l *Limiter) acquire(key string) *keyState {
 	defer l.mu.Unlock()
 	ks := l.keys[key]
 	if ks == nil {
-		ks = &keyState{key: key, notify: make(chan struct{})}
+		ks = &keyState{key: key}
 		l.keys[key] = ks
 	}
 	ks.refs++
@@ -85,15 +85,21 @@ func (ks *keyState) notePause(until time.Time) {
 		return
 	}
 	ks.pauseUntil = until
-	close(ks.notify)
-	ks.notify = make(chan struct{})
+	if ks.notify != nil {
+		close(ks.notify)
+		ks.notify = nil
+	}
 }
 
 // paused returns the end of the latest pause known and a channel closed
-// when a later one becomes known.
+// when a later one becomes known. The channel is made here, so that the
+// turns nobody sleeps on in this process (Reserve's) cost none.
 func (ks *keyState) paused() (time.Time, <-chan struct{}) {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
+	if ks.notify == nil {
+		ks.notify = make(chan struct{})
+	}
 	return ks.pauseUntil, ks.notify
 }
 
