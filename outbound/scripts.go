@@ -68,9 +68,11 @@ func (l *Limiter) reserve(ctx context.Context, key string, n int, maxWait time.D
 		}
 		return parseReserve(f)
 	}
-	c := &reserveCall{l: l, proc: proc}
+	c := &reserveCall{l: l, proc: proc, mw: mw, floor: floorUS}
 	// "evalsha", sha, 1, key, the config arguments, then reserve's own
-	c.args = append(append(append(c.buf[:0], "evalsha", reserveSHAArg, 1, key), l.argv...), n, mw, share, floorUS)
+	// (the 64-bit ones by pointer, which go-redis writes as it writes them,
+	// where boxing one as an interface would allocate)
+	c.args = append(append(append(c.buf[:0], "evalsha", reserveSHAArg, 1, key), l.argv...), n, &c.mw, share, &c.floor)
 	if _, err := l.call(ctx, c); err != nil {
 		return reply{}, err
 	}
@@ -94,6 +96,8 @@ type reserveCall struct {
 	args []any
 	buf  [16]any // room for args: 4, the 8 config arguments, then 4
 	f    []int64 // the reply's integers
+
+	mw, floor int64 // the longest wait and the floor (µs), which args point to
 }
 
 func (c *reserveCall) do(ctx context.Context) (any, error) {
