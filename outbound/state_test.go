@@ -41,8 +41,9 @@ func (o *rateObserver) last() float64 {
 // was lowered to, fraction and all, on a real redis-server: 10/s lowered by
 // 0.75 is 7.5/s, which the next reservation reads back and spaces turns
 // by (1/7.5 s), where a rate written as a whole number would read 7/s.
-// The integers of the state are written in a format of their own (see
-// state.lua), and this is the case that needs the other.
+// Redis stores the state packed as doubles, which hold the fraction (see
+// state.lua); the text form, for a server without Lua's struct library,
+// writes the rates with %.17g for this case.
 func TestAIMDKeepsFractionalRate(t *testing.T) {
 	srv := redistest.StartServer(t)
 	client := srv.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled, o.MaxRetries = true, -1 })

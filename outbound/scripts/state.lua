@@ -19,12 +19,12 @@
 --   tstep when the rate last changed took effect (µs)
 --   Written as a 0 byte and the nine as little-endian doubles, 73 bytes
 --   (Lua's struct library), which Redis packs and unpacks in one call each:
---   as text, matching and formatting nine numbers cost about a quarter of
---   the whole reservation. Doubles hold every value exactly (the times are
---   µs below 2^53, the rates what the script computed). The text form, the
---   nine as decimals separated by spaces, is still read (keys written before
---   the packed form), and written where a server has no struct library. A
---   key that holds anything else counts as absent.
+--   as text, matching and formatting nine numbers cost about a fifth of a
+--   reservation's Redis time. Doubles hold every value exactly (the times
+--   are µs below 2^53, the rates what the script computed). The text form,
+--   the nine as decimals separated by spaces, is still read (keys written
+--   before the packed form), and written where a server has no struct
+--   library. A key that holds anything else counts as absent.
 -- ARGV[1]: rate, units per period (integer >= 1)
 -- ARGV[2]: span, the period with its margin (µs): units are span / rate apart
 -- ARGV[3]: burst, the most units that may act at once (integer >= 1)
