@@ -151,6 +151,9 @@ func TestResetReachesEveryReplica(t *testing.T) {
 		return newLimiter(t, store, core.WithTimeout(time.Second))
 	}
 	a, b := limiter(), limiter()
+	// each store subscribes in the background; a reset published before
+	// b's subscription is in place would not reach b
+	redistest.AwaitSubscribers(t, redisstore.ResetChannel, 2, 20*time.Second, srv.Client(t))
 	r := rule("login", core.PerMinute(1), "ip:192.0.2.1")
 	if d, _ := check(t, b, r); !d.Allowed {
 		t.Fatal("first request denied")

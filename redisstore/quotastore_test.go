@@ -1,7 +1,6 @@
 package redisstore_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -37,26 +36,7 @@ func watch(t *testing.T, s core.QuotaStore) <-chan string {
 // ResetChannel in all, so that no reset published later is missed.
 func awaitSubscribed(t *testing.T, n int64, clients ...*redis.Client) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), watchWait)
-	defer cancel()
-	for {
-		var got int64
-		for _, c := range clients {
-			m, err := c.PubSubNumSub(ctx, redisstore.ResetChannel).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			got += m[redisstore.ResetChannel]
-		}
-		if got >= n {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%d subscribers of %s, want %d", got, redisstore.ResetChannel, n)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	redistest.AwaitSubscribers(t, redisstore.ResetChannel, n, watchWait, clients...)
 }
 
 // awaitKey waits for key among the keys heard.
