@@ -249,6 +249,7 @@ func (l *Limiter) decideOne(ctx context.Context, p *plan, d *Decision, results [
 	c.sent, dl.start = l.stamp()
 	dl.bounds = &l.bounds
 	cctx := dl.of(ctx, l.timeout)
+	c.gen = l.denied.generation()
 	call, err := l.begin(cctx, r.check, c.n)
 	if call == nil && err == nil {
 		dl.end()
@@ -321,6 +322,7 @@ type groupCall struct {
 	cached  bool    // the denied-key cache answered
 	spent   spender // who spent the units, when the group was allowed
 	sent    int64   // the Limiter's mono time when the store was asked
+	gen     uint64  // the denied-key cache's generation when the store was asked
 	from    int64   // the Limiter's mono time the results' ResetAfter counts from: when the spender was asked
 	// A store call that missed the deadline and may have spent is
 	// returned by decide, not kept here: a pointer read from a groupCall
@@ -465,6 +467,7 @@ func (l *Limiter) answerFromCache(ctx context.Context, dl *deadline, c *groupCal
 // deadline, which tells once it returns, or one cut there.
 func (l *Limiter) askStore(ctx context.Context, dl *deadline, c *groupCall, leads []*deniedEntry) (*storeCall, error) {
 	cctx := dl.of(ctx, l.timeout)
+	c.gen = l.denied.generation()
 	late, err := l.call(cctx, c.checks, c.n, c.results, c.sent)
 	return l.answered(ctx, cctx, c, leads, late, err)
 }
@@ -518,7 +521,7 @@ func (l *Limiter) answered(ctx, cctx context.Context, c *groupCall, leads []*den
 	l.succeeded(c.checks[0].Key)
 	c.spent = spentStore
 	if l.denied != nil {
-		l.denied.record(c.checks, c.n, t0, c.results, leads)
+		l.denied.record(c.checks, c.n, t0, c.results, leads, c.gen)
 	}
 	return nil, nil
 }

@@ -37,6 +37,10 @@ type deniedCache struct {
 	// (replaced, invalidated, expired or evicted), so that lookup skips
 	// the cache while it holds nothing, as on the allowing path.
 	entries atomic.Int64
+	// forgets counts the calls of forget and clear: a store call that
+	// began before one of them may answer with a denial the reset
+	// undid, which record must not keep (see generation).
+	forgets atomic.Uint64
 }
 
 // deniedEntry is what the store said about one key: no cost ≥ n under limit
@@ -78,18 +82,34 @@ func (c *deniedCache) close() {
 	}
 }
 
-// forget forgets the denial of key, if any.
+// forget forgets the denial of key, if any, and any denial that a store
+// call in flight is to record.
 func (c *deniedCache) forget(key string) {
 	if c != nil {
+		c.forgets.Add(1)
 		c.cache.Invalidate(key)
 	}
 }
 
-// clear forgets every denial.
+// clear forgets every denial, and any that a store call in flight is to
+// record.
 func (c *deniedCache) clear() {
 	if c != nil {
+		c.forgets.Add(1)
 		c.cache.InvalidateAll()
 	}
+}
+
+// generation returns what record takes to tell whether a denial was
+// forgotten while the store decided it: read before the store call goes
+// out. A reset can land in Redis after the call decided and before its
+// answer is recorded; the denial it undid would otherwise be remembered
+// until its retry-after.
+func (c *deniedCache) generation() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.forgets.Load()
 }
 
 // lookup reports whether the group of checks, of cost n, is denied at now by
@@ -153,18 +173,22 @@ func (c *deniedCache) lookup(checks []Check, n int, now int64, results []Result,
 }
 
 // record remembers the denials among results, which the store answered for
-// checks at cost n on a call sent at t0, and hands over the entries the
-// caller leads: each is replaced by the new denial of its key, if any, or by
-// a fresh entry whose lead the waiters compete for while the key has no
-// room left, and its waiters are woken.
-func (c *deniedCache) record(checks []Check, n int, t0 int64, results []Result, leads []*deniedEntry) {
+// checks at cost n on a call sent at t0, when the cache was at generation
+// gen, and hands over the entries the caller leads: each is replaced by the
+// new denial of its key, if any, or by a fresh entry whose lead the
+// waiters compete for while the key has no room left, and its waiters are
+// woken.
+//
+// A denial is dropped again when anything was forgotten since gen: forget
+// counts before it invalidates, so either it sees the entry written here
+// or record sees its count.
+func (c *deniedCache) record(checks []Check, n int, t0 int64, results []Result, leads []*deniedEntry, gen uint64) {
 	for i := range checks {
 		r := &results[i]
 		if r.Allowed || r.RetryAfter <= 0 {
 			continue
 		}
-		c.entries.Add(1)
-		c.cache.Set(checks[i].Key, &deniedEntry{
+		e := &deniedEntry{
 			key:     checks[i].Key,
 			limit:   checks[i].Limit,
 			applied: r.Limit,
@@ -172,7 +196,12 @@ func (c *deniedCache) record(checks []Check, n int, t0 int64, results []Result, 
 			until:   t0 + int64(r.RetryAfter),
 			resetAt: t0 + int64(r.ResetAfter),
 			done:    make(chan struct{}),
-		})
+		}
+		c.entries.Add(1)
+		c.cache.Set(e.key, e)
+		if c.forgets.Load() != gen {
+			c.replace(e, nil)
+		}
 	}
 	for _, e := range leads {
 		replaced := false

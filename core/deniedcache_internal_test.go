@@ -31,10 +31,10 @@ func TestDeniedCacheCountsItsEntries(t *testing.T) {
 	if hit, _, _ := c.lookup(check("a"), 1, now, make([]Result, 1), nil, true); hit {
 		t.Fatal("an empty cache answered")
 	}
-	c.record(check("a"), 1, now, deny, nil)
-	c.record(check("b"), 1, now, deny, nil)
+	c.record(check("a"), 1, now, deny, nil, c.generation())
+	c.record(check("b"), 1, now, deny, nil, c.generation())
 	settle(2)
-	c.record(check("a"), 1, now, deny, nil) // replaces a's entry
+	c.record(check("a"), 1, now, deny, nil, c.generation()) // replaces a's entry
 	settle(2)
 	if hit, _, _ := c.lookup(check("a"), 1, now, make([]Result, 1), nil, true); !hit {
 		t.Fatal("a recorded denial was not found")
@@ -47,20 +47,20 @@ func TestDeniedCacheCountsItsEntries(t *testing.T) {
 	if len(leads) != 1 {
 		t.Fatalf("%d leads of an expired entry, want 1", len(leads))
 	}
-	c.record(check("a"), 1, now, []Result{{Allowed: true, Limit: limit}}, leads)
+	c.record(check("a"), 1, now, []Result{{Allowed: true, Limit: limit}}, leads, c.generation())
 	settle(2)
 	// that entry's leader is answered with room left: the entry goes
 	_, _, leads = c.lookup(check("a"), 1, now, make([]Result, 1), nil, true)
 	if len(leads) != 1 {
 		t.Fatalf("%d leads of a coalescing entry, want 1", len(leads))
 	}
-	c.record(check("a"), 1, now, []Result{{Allowed: true, Limit: limit, Remaining: 1}}, leads)
+	c.record(check("a"), 1, now, []Result{{Allowed: true, Limit: limit, Remaining: 1}}, leads, c.generation())
 	settle(1)
 	c.forget("b")
 	settle(0)
 
 	for i := range 20 { // more than the cache holds
-		c.record(check(fmt.Sprint("k", i)), 1, now, deny, nil)
+		c.record(check(fmt.Sprint("k", i)), 1, now, deny, nil, c.generation())
 		c.cache.CleanUp()
 		if got, held := c.entries.Load(), c.cache.EstimatedSize(); got < int64(held) {
 			t.Fatalf("after %d denials: count %d below the %d entries held", i+1, got, held)

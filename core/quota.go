@@ -295,7 +295,9 @@ func (c *storeCall) refundable(idx []int, now int64) []Check {
 // resets ([QuotaStore].WatchResets), as package redisstore does through Redis pub/sub,
 // every other Limiter that watches the store forgets the key too as soon
 // as the message reaches it (milliseconds, while its subscription is
-// connected). The store call has the Limiter's deadline. It returns an
+// connected; each time the subscription is made again after a loss, it
+// forgets every denial it remembers, since resets may have gone unheard
+// meanwhile). The store call has the Limiter's deadline. It returns an
 // error wrapping [ErrNotSupported] when the store is no [QuotaStore]; the
 // local state is cleared whatever the store answers.
 func (l *Limiter) Reset(ctx context.Context, rule, identity string) error {
@@ -316,8 +318,16 @@ func (l *Limiter) Reset(ctx context.Context, rule, identity string) error {
 }
 
 // forget drops what the Limiter remembers of key: a denial in the
-// denied-key cache and the fallback store's state.
+// denied-key cache and the fallback store's state. The empty key, which
+// a store's WatchResets sends when it may have missed resets, drops every
+// denial: the cache is only a short-cut to what the store would answer.
+// The fallback's state stays, as it does when a reset fails with the
+// store unreachable.
 func (l *Limiter) forget(key string) {
+	if key == "" {
+		l.denied.clear()
+		return
+	}
 	l.denied.forget(key)
 	if l.fallbackStore != nil {
 		l.fallbackStore.Reset(key)

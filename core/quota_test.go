@@ -186,6 +186,108 @@ func TestResetReachesEveryReplica(t *testing.T) {
 	}
 }
 
+// A reset that lands while a store call is out, after Redis denied it and
+// before the Limiter reads the answer, is not undone by the Limiter
+// remembering that denial: the next request goes to the store, and passes.
+func TestResetDuringACall(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mr.SetTime(testkit.Start)
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { client.Close() })
+	var (
+		l     *core.Limiter
+		armed atomic.Bool
+	)
+	client.AddHook(afterCall(func(ctx context.Context) {
+		if armed.CompareAndSwap(true, false) {
+			if err := l.Reset(ctx, "login", "ip:192.0.2.1"); err != nil {
+				t.Error(err)
+			}
+		}
+	}))
+	store := testkit.MustRedis(client)
+	t.Cleanup(func() { store.Close() })
+	l = newLimiter(t, store, core.WithTimeout(5*time.Second))
+	r := rule("login", core.PerMinute(1), "ip:192.0.2.1")
+	if d, _ := check(t, l, r); !d.Allowed {
+		t.Fatal("first request denied")
+	}
+	armed.Store(true)
+	if d, _ := check(t, l, r); d.Allowed || armed.Load() {
+		t.Fatal("second request allowed, or no reset during its call")
+	}
+	if d, err := check(t, l, r); err != nil || !d.Allowed {
+		t.Fatalf("the request after the reset: %+v %v, want it allowed", d, err)
+	}
+}
+
+// afterCall is a go-redis hook that calls f after each command and each
+// pipeline has its reply.
+type afterCall func(ctx context.Context)
+
+func (afterCall) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f afterCall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		f(ctx)
+		return err
+	}
+}
+
+func (f afterCall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		f(ctx)
+		return err
+	}
+}
+
+// A replica whose subscription to resets was lost forgets the denials it
+// remembers once the subscription is back: a reset published meanwhile
+// (here one it never hears, the key deleted behind its back) frees the
+// identity on it too.
+func TestResetsMissedWhileUnsubscribed(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.StartServer(t)
+	client := srv.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	store := testkit.MustRedis(client)
+	t.Cleanup(func() { store.Close() })
+	l := newLimiter(t, store, core.WithTimeout(time.Second))
+	admin := srv.Client(t)
+	redistest.AwaitSubscribers(t, redisstore.ResetChannel, 1, 20*time.Second, admin)
+	r := rule("login", core.PerMinute(1), "ip:192.0.2.1")
+	if d, _ := check(t, l, r); !d.Allowed {
+		t.Fatal("first request denied")
+	}
+	for range 2 { // the second is answered by the denied-key cache
+		if d, _ := check(t, l, r); d.Allowed {
+			t.Fatal("second request allowed")
+		}
+	}
+	ctx := context.Background()
+	if err := admin.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		d, err := check(t, l, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica still denies 20 s after its subscription was lost")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // A reset clears the Limiter's own fallback state, so that a client
 // limited during an outage is freed at once.
 func TestResetClearsFallbackState(t *testing.T) {

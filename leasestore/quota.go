@@ -118,7 +118,8 @@ func (s *Store) drop(keys ...string) {
 
 // WatchResets implements [core.QuotaStore] through the inner store, which must
 // be a QuotaStore (else an error wrapping [core.ErrNotSupported]): it also
-// drops this store's lease of each key reset elsewhere, before calling fn.
+// drops this store's lease of each key reset elsewhere, before calling fn,
+// and every lease for the empty key (resets may have gone unheard).
 func (s *Store) WatchResets(fn func(key string)) (stop func(), err error) {
 	w, err := s.quota()
 	if err != nil {
@@ -128,7 +129,11 @@ func (s *Store) WatchResets(fn func(key string)) (stop func(), err error) {
 		return nil, fmt.Errorf("ratekit: WatchResets: nil func")
 	}
 	return w.WatchResets(func(key string) {
-		s.drop(key)
+		if key == "" {
+			s.leases.InvalidateAll()
+		} else {
+			s.drop(key)
+		}
 		fn(key)
 	})
 }

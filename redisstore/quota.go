@@ -114,10 +114,12 @@ type subscriber interface {
 // to [ResetChannel] for all its watchers, made by the first and closed by
 // the last stop or by [Store.Close], read by a goroutine of its own
 // that calls each watcher's fn per message; go-redis reconnects the
-// subscription by itself after a failure (resets published meanwhile are
-// missed). The subscription is made in the background, so that watching
-// does no I/O (a [core.Limiter] watches in NewLimiter): a reset published
-// before it is in place may be missed. The last stop, and Close, wait for
+// subscription by itself after a failure. The subscription is made in the
+// background, so that watching does no I/O (a [core.Limiter] watches in
+// NewLimiter). Resets published while it is not in place go unheard: each
+// time Redis confirms it, at first and after each reconnect, every
+// watcher's fn is called with the empty key, which tells it to forget
+// what it remembers of every key (see [core.QuotaStore]). The last stop, and Close, wait for
 // a subscription being dialed at most the client's DialTimeout. fn must not call stop. Over a
 // client without a Subscribe method it returns an error wrapping
 // [core.ErrNotSupported].
@@ -189,7 +191,20 @@ func (h *resetHub) run(ctx context.Context, sub subscriber, done chan struct{}) 
 	h.ps = ps
 	h.mu.Unlock()
 	var fns []func(string)
-	for msg := range ps.Channel() {
+	for msg := range ps.ChannelWithSubscriptions() {
+		var key string
+		switch m := msg.(type) {
+		case *redis.Message:
+			key = m.Payload
+		case *redis.Subscription:
+			// subscribed, at first or again after a lost connection:
+			// resets published meanwhile went unheard
+			if m.Kind != "subscribe" {
+				continue
+			}
+		default:
+			continue
+		}
 		h.deliver.Lock()
 		h.mu.Lock()
 		fns = fns[:0]
@@ -198,7 +213,7 @@ func (h *resetHub) run(ctx context.Context, sub subscriber, done chan struct{}) 
 		}
 		h.mu.Unlock()
 		for _, fn := range fns {
-			fn(msg.Payload)
+			fn(key)
 		}
 		h.deliver.Unlock()
 	}

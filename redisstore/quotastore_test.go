@@ -50,7 +50,7 @@ func awaitKey(t *testing.T, heard <-chan string, key string) {
 				return
 			}
 		case <-deadline:
-			t.Fatalf("reset of %s not heard within %v", key, watchWait)
+			t.Fatalf("reset of %q not heard within %v", key, watchWait)
 		}
 	}
 }
@@ -107,6 +107,32 @@ func TestWatchResetsCluster(t *testing.T) {
 		}
 	}
 	resetAcross(t, a, b, key, heard)
+}
+
+// TestWatchResetsAfterALostSubscription shows that a watcher hears the
+// empty key, which tells it that resets may have gone unheard, when the
+// subscription is first in place and again once go-redis has made it anew
+// after the server dropped it (CLIENT KILL TYPE pubsub): resets published
+// in between reached nobody.
+func TestWatchResetsAfterALostSubscription(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client(t)
+	s := testkit.MustRedis(c)
+	t.Cleanup(func() { s.Close() })
+	heard := watch(t, s)
+	awaitKey(t, heard, "")
+	awaitSubscribed(t, 1, c)
+	admin := srv.Client(t)
+	if err := admin.ClientKillByFilter(t.Context(), "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	awaitKey(t, heard, "")
+	awaitSubscribed(t, 1, c)
+	key := testkit.UniqueKey(t, "resubscribed")
+	if err := s.Reset(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	awaitKey(t, heard, key)
 }
 
 // TestWatchResetsGoroutines shows that the store's subscription goroutine
@@ -211,26 +237,50 @@ func TestGCRABareTAT(t *testing.T) {
 }
 
 // TestLeasingStoreHearsResets: a leasestore.Store watching resets drops its
-// remembered denial of a key reset through another store.
+// remembered denial of a key reset through another store, and every one
+// once its subscription is back after a loss, during which the key was
+// reset unheard (here deleted behind its back).
 func TestLeasingStoreHearsResets(t *testing.T) {
-	srv := redistest.StartServer(t)
-	c1, c2 := srv.Client(t), srv.Client(t)
-	inner, other := testkit.MustRedis(c1), testkit.MustRedis(c2)
-	l := testkit.MustLeasing(inner, leasestore.WithHold(time.Hour))
-	t.Cleanup(func() { l.Close(); inner.Close(); other.Close() })
-	heard := watch(t, l)
-	awaitSubscribed(t, 1, c1)
-	key, limit := testkit.UniqueKey(t, "lease-watch"), core.PerHour(2)
-	for i, want := range []bool{true, true, false} {
-		if r, err := testkit.AllowOne(l, t.Context(), key, limit, 1); err != nil || r.Allowed != want {
-			t.Fatalf("unit %d: %+v, %v; want allowed %v", i+1, r, err, want)
-		}
-	}
-	if err := other.Reset(t.Context(), key); err != nil {
-		t.Fatal(err)
-	}
-	awaitKey(t, heard, key)
-	if r, err := testkit.AllowOne(l, t.Context(), key, limit, 1); err != nil || !r.Allowed {
-		t.Fatalf("a unit after the reset: %+v, %v; want allowed (the remembered denial dropped)", r, err)
+	for _, tc := range []struct {
+		name  string
+		reset func(t *testing.T, srv *redistest.Server, other *redisstore.Store, key string, heard <-chan string)
+	}{
+		{"published", func(t *testing.T, _ *redistest.Server, other *redisstore.Store, key string, heard <-chan string) {
+			if err := other.Reset(t.Context(), key); err != nil {
+				t.Fatal(err)
+			}
+			awaitKey(t, heard, key)
+		}},
+		{"unheard", func(t *testing.T, srv *redistest.Server, _ *redisstore.Store, _ string, heard <-chan string) {
+			admin := srv.Client(t)
+			awaitKey(t, heard, "") // subscribed at first
+			if err := admin.FlushAll(t.Context()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := admin.ClientKillByFilter(t.Context(), "TYPE", "pubsub").Err(); err != nil {
+				t.Fatal(err)
+			}
+			awaitKey(t, heard, "") // and again
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			c1, c2 := srv.Client(t), srv.Client(t)
+			inner, other := testkit.MustRedis(c1), testkit.MustRedis(c2)
+			l := testkit.MustLeasing(inner, leasestore.WithHold(time.Hour))
+			t.Cleanup(func() { l.Close(); inner.Close(); other.Close() })
+			heard := watch(t, l)
+			awaitSubscribed(t, 1, c1)
+			key, limit := testkit.UniqueKey(t, "lease-watch"), core.PerHour(2)
+			for i, want := range []bool{true, true, false} {
+				if r, err := testkit.AllowOne(l, t.Context(), key, limit, 1); err != nil || r.Allowed != want {
+					t.Fatalf("unit %d: %+v, %v; want allowed %v", i+1, r, err, want)
+				}
+			}
+			tc.reset(t, srv, other, key, heard)
+			if r, err := testkit.AllowOne(l, t.Context(), key, limit, 1); err != nil || !r.Allowed {
+				t.Fatalf("a unit after the reset: %+v, %v; want allowed (the remembered denial dropped)", r, err)
+			}
+		})
 	}
 }
