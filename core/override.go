@@ -88,8 +88,10 @@ func (l *Limiter) override(ctx context.Context, rule, identity string, f func(co
 	if !ok {
 		return fmt.Errorf("%w: overrides: %T is no QuotaStore", ErrNotSupported, l.store)
 	}
-	l.forget(k)
-	if err := l.quotaCall(ctx, func(ctx context.Context) error { return f(ctx, os, k, o) }); err != nil {
+	err = l.forgetAround(k, func() error {
+		return l.quotaCall(ctx, func(ctx context.Context) error { return f(ctx, os, k, o) })
+	})
+	if err != nil {
 		return fmt.Errorf("ratekit: override: %w", err)
 	}
 	return nil

@@ -183,6 +183,7 @@ func (l *Limiter) refund(ctx context.Context, r *RuleResult) error {
 		_, err := qs.RefundAllN(ctx, check, int(r.cost))
 		return err
 	})
+	l.denied.forget(r.key) // and a denial decided before the refund landed (see forgetAround)
 	if err != nil && tickctx.Expired(ctx) == nil {
 		l.report(err)
 	}
@@ -240,6 +241,9 @@ func (l *Limiter) refundStore(c *storeCall, idx []int) {
 		_, err = qs.RefundAllN(ctx, checks, c.n)
 		return err
 	}()
+	for _, ch := range checks {
+		l.denied.forget(ch.Key) // see forgetAround
+	}
 	if err != nil {
 		l.report(fmt.Errorf("ratekit: refund of a decision whose store call missed its deadline: %w", err))
 	}
@@ -305,16 +309,32 @@ func (l *Limiter) Reset(ctx context.Context, rule, identity string) error {
 	if err != nil {
 		return err
 	}
-	l.forget(k)
 	qs, ok := l.store.(QuotaStore)
 	if !ok {
+		l.forget(k)
 		return fmt.Errorf("%w: Reset: %T is no QuotaStore", ErrNotSupported, l.store)
 	}
-	err = l.quotaCall(ctx, func(ctx context.Context) error { return qs.Reset(ctx, k) })
+	err = l.forgetAround(k, func() error {
+		return l.quotaCall(ctx, func(ctx context.Context) error { return qs.Reset(ctx, k) })
+	})
 	if err != nil {
 		return fmt.Errorf("ratekit: Reset: %w", err)
 	}
 	return nil
+}
+
+// forgetAround runs f, a store call that frees key, between two forgets
+// of key. The first clears the fallback state and the cache whatever the
+// store answers; the second, once the change has landed, drops a denial
+// that a decision made before it brings back: such a decision may have
+// read the cache's generation after the first forget (see
+// deniedCache.record), and only a forget after its answer was decided
+// tells record to drop it.
+func (l *Limiter) forgetAround(key string, f func() error) error {
+	l.forget(key)
+	err := f()
+	l.forget(key)
+	return err
 }
 
 // forget drops what the Limiter remembers of key: a denial in the

@@ -3,7 +3,10 @@ package core_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -189,57 +192,104 @@ func TestResetReachesEveryReplica(t *testing.T) {
 // A reset that lands while a store call is out, after Redis denied it and
 // before the Limiter reads the answer, is not undone by the Limiter
 // remembering that denial: the next request goes to the store, and passes.
+// The reset runs whole in that gap, or begins before the call (its first
+// forget done) and lands in the gap.
 func TestResetDuringACall(t *testing.T) {
-	mr := miniredis.RunT(t)
-	mr.SetTime(testkit.Start)
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { client.Close() })
-	var (
-		l     *core.Limiter
-		armed atomic.Bool
-	)
-	client.AddHook(afterCall(func(ctx context.Context) {
-		if armed.CompareAndSwap(true, false) {
-			if err := l.Reset(ctx, "login", "ip:192.0.2.1"); err != nil {
-				t.Error(err)
+	const key = "ratekit:login:{ip:192.0.2.1}"
+	isReset := func(cmd redis.Cmder) bool {
+		a := cmd.Args()
+		return len(a) > 1 && strings.Contains(fmt.Sprint(a[1]), "PUBLISH") && slices.Contains(a, any(key))
+	}
+	isDecision := func(cmd redis.Cmder) bool {
+		return cmd.Err() == nil && !isReset(cmd) && slices.Contains(cmd.Args(), any(key))
+	}
+	for _, begun := range []bool{false, true} {
+		t.Run(fmt.Sprint("begun before: ", begun), func(t *testing.T) {
+			mr := miniredis.RunT(t)
+			mr.SetTime(testkit.Start)
+			client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+			t.Cleanup(func() { client.Close() })
+			var (
+				l              *core.Limiter
+				holding, armed atomic.Bool
+				held, release  = make(chan struct{}), make(chan struct{})
+				reset          = make(chan error, 1)
+			)
+			resetNow := func() { reset <- l.Reset(context.Background(), "login", "ip:192.0.2.1") }
+			client.AddHook(cmdHook{
+				before: func(cmd redis.Cmder) {
+					if isReset(cmd) && holding.CompareAndSwap(true, false) {
+						close(held)
+						<-release
+					}
+				},
+				after: func(cmd redis.Cmder) {
+					if !isDecision(cmd) || !armed.CompareAndSwap(true, false) {
+						return
+					}
+					if begun {
+						close(release)
+					} else {
+						resetNow()
+					}
+					if err := <-reset; err != nil {
+						t.Error(err)
+					}
+				},
+			})
+			store := testkit.MustRedis(client)
+			t.Cleanup(func() { store.Close() })
+			l = newLimiter(t, store, core.WithTimeout(5*time.Second))
+			r := rule("login", core.PerMinute(1), "ip:192.0.2.1")
+			if d, _ := check(t, l, r); !d.Allowed {
+				t.Fatal("first request denied")
 			}
-		}
-	}))
-	store := testkit.MustRedis(client)
-	t.Cleanup(func() { store.Close() })
-	l = newLimiter(t, store, core.WithTimeout(5*time.Second))
-	r := rule("login", core.PerMinute(1), "ip:192.0.2.1")
-	if d, _ := check(t, l, r); !d.Allowed {
-		t.Fatal("first request denied")
-	}
-	armed.Store(true)
-	if d, _ := check(t, l, r); d.Allowed || armed.Load() {
-		t.Fatal("second request allowed, or no reset during its call")
-	}
-	if d, err := check(t, l, r); err != nil || !d.Allowed {
-		t.Fatalf("the request after the reset: %+v %v, want it allowed", d, err)
+			if begun {
+				holding.Store(true)
+				go resetNow()
+				<-held
+			}
+			armed.Store(true)
+			if d, _ := check(t, l, r); d.Allowed || armed.Load() {
+				t.Fatal("second request allowed, or no reset during its call")
+			}
+			if d, err := check(t, l, r); err != nil || !d.Allowed {
+				t.Fatalf("the request after the reset: %+v %v, want it allowed", d, err)
+			}
+		})
 	}
 }
 
-// afterCall is a go-redis hook that calls f after each command and each
-// pipeline has its reply.
-type afterCall func(ctx context.Context)
+// cmdHook is a go-redis hook that calls before with each command as it
+// goes out and after once it has its reply, alone or in a pipeline; either
+// may be nil.
+type cmdHook struct{ before, after func(redis.Cmder) }
 
-func (afterCall) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (cmdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (f afterCall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h cmdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.each(h.before, cmd)
 		err := next(ctx, cmd)
-		f(ctx)
+		h.each(h.after, cmd)
 		return err
 	}
 }
 
-func (f afterCall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (h cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.each(h.before, cmds...)
 		err := next(ctx, cmds)
-		f(ctx)
+		h.each(h.after, cmds...)
 		return err
+	}
+}
+
+func (cmdHook) each(f func(redis.Cmder), cmds ...redis.Cmder) {
+	if f != nil {
+		for _, c := range cmds {
+			f(c)
+		}
 	}
 }
 
