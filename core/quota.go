@@ -301,7 +301,8 @@ func (c *storeCall) refundable(idx []int, now int64) []Check {
 // as the message reaches it (milliseconds, while its subscription is
 // connected; each time the subscription is made again after a loss, it
 // forgets every denial it remembers, since resets may have gone unheard
-// meanwhile). The store call has the Limiter's deadline. It returns an
+// meanwhile; a reset published before a Limiter's subscription is first
+// in place, a moment after NewLimiter, may be missed). The store call has the Limiter's deadline. It returns an
 // error wrapping [ErrNotSupported] when the store is no [QuotaStore]; the
 // local state is cleared whatever the store answers.
 func (l *Limiter) Reset(ctx context.Context, rule, identity string) error {

@@ -178,11 +178,11 @@ type QuotaStore interface {
 	// process's own included, until stop is called; stop waits for calls
 	// of fn in progress to return. fn runs on a goroutine of the store's
 	// and must not block. It returns an error when the store cannot watch
-	// (a Redis client without pub/sub). A store that may miss resets,
-	// such as one whose subscription was lost for a while, calls fn with
-	// the empty key once it watches again, and when it starts: resets
-	// made meanwhile went unheard, and the watcher forgets what it
-	// remembers of every key. A [Limiter] over the store watches it and
+	// (a Redis client without pub/sub). A store that may have missed
+	// resets, such as one whose subscription was lost for a while, calls
+	// fn with the empty key once it watches again: resets made meanwhile
+	// went unheard, and the watcher forgets what it remembers of every
+	// key. A [Limiter] over the store watches it and
 	// forgets what it remembers of each key it hears of: its denied-key
 	// cache entry and its fallback state (all its cached denials for the
 	// empty key).

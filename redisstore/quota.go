@@ -116,10 +116,11 @@ type subscriber interface {
 // that calls each watcher's fn per message; go-redis reconnects the
 // subscription by itself after a failure. The subscription is made in the
 // background, so that watching does no I/O (a [core.Limiter] watches in
-// NewLimiter). Resets published while it is not in place go unheard: each
-// time Redis confirms it, at first and after each reconnect, every
-// watcher's fn is called with the empty key, which tells it to forget
-// what it remembers of every key (see [core.QuotaStore]). The last stop, and Close, wait for
+// NewLimiter): a reset published before it is first in place may be
+// missed. Resets published while it is down go unheard too: each time
+// Redis confirms it after a reconnect, every watcher's fn is called with
+// the empty key, which tells it to forget what it remembers of every key
+// (see [core.QuotaStore]). The last stop, and Close, wait for
 // a subscription being dialed at most the client's DialTimeout. fn must not call stop. Over a
 // client without a Subscribe method it returns an error wrapping
 // [core.ErrNotSupported].
@@ -191,15 +192,20 @@ func (h *resetHub) run(ctx context.Context, sub subscriber, done chan struct{}) 
 	h.ps = ps
 	h.mu.Unlock()
 	var fns []func(string)
+	subscribed := false
 	for msg := range ps.ChannelWithSubscriptions() {
 		var key string
 		switch m := msg.(type) {
 		case *redis.Message:
 			key = m.Payload
 		case *redis.Subscription:
-			// subscribed, at first or again after a lost connection:
-			// resets published meanwhile went unheard
-			if m.Kind != "subscribe" {
+			// subscribed again after a lost connection: resets published
+			// meanwhile went unheard (the first subscription is not
+			// told: a watcher remembers little that soon, and emptying
+			// its memory at a moment nobody chose would cost a store
+			// call of each identity it denied since it started)
+			if m.Kind != "subscribe" || !subscribed {
+				subscribed = subscribed || m.Kind == "subscribe"
 				continue
 			}
 		default:

@@ -110,18 +110,29 @@ func TestWatchResetsCluster(t *testing.T) {
 }
 
 // TestWatchResetsAfterALostSubscription shows that a watcher hears the
-// empty key, which tells it that resets may have gone unheard, when the
-// subscription is first in place and again once go-redis has made it anew
-// after the server dropped it (CLIENT KILL TYPE pubsub): resets published
-// in between reached nobody.
+// empty key, which tells it that resets may have gone unheard, once
+// go-redis has made the subscription anew after the server dropped it
+// (CLIENT KILL TYPE pubsub): resets published in between reached nobody.
+// The first subscription tells nothing.
 func TestWatchResetsAfterALostSubscription(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client(t)
 	s := testkit.MustRedis(c)
 	t.Cleanup(func() { s.Close() })
 	heard := watch(t, s)
-	awaitKey(t, heard, "")
 	awaitSubscribed(t, 1, c)
+	first := testkit.UniqueKey(t, "first")
+	if err := s.Reset(t.Context(), first); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case k := <-heard:
+		if k != first {
+			t.Fatalf("heard %q first, want the reset of %q", k, first)
+		}
+	case <-time.After(watchWait):
+		t.Fatalf("reset of %q not heard within %v", first, watchWait)
+	}
 	admin := srv.Client(t)
 	if err := admin.ClientKillByFilter(t.Context(), "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
@@ -253,14 +264,13 @@ func TestLeasingStoreHearsResets(t *testing.T) {
 		}},
 		{"unheard", func(t *testing.T, srv *redistest.Server, _ *redisstore.Store, _ string, heard <-chan string) {
 			admin := srv.Client(t)
-			awaitKey(t, heard, "") // subscribed at first
 			if err := admin.FlushAll(t.Context()).Err(); err != nil {
 				t.Fatal(err)
 			}
 			if err := admin.ClientKillByFilter(t.Context(), "TYPE", "pubsub").Err(); err != nil {
 				t.Fatal(err)
 			}
-			awaitKey(t, heard, "") // and again
+			awaitKey(t, heard, "") // subscribed again
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
