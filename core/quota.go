@@ -296,13 +296,14 @@ func (c *storeCall) refundable(idx []int, now int64) []Check {
 // Reset clears what identity spent under the named rule, in the store and
 // in this Limiter's memory (its denied-key cache and fallback state), so
 // that its next request finds the quota full. Over a store that tells of
-// resets ([QuotaStore].WatchResets), as package redisstore does through Redis pub/sub,
-// every other Limiter that watches the store forgets the key too as soon
-// as the message reaches it (milliseconds, while its subscription is
-// connected; each time the subscription is made again after a loss, it
-// forgets every denial it remembers, since resets may have gone unheard
-// meanwhile; a reset published before a Limiter's subscription is first
-// in place, a moment after NewLimiter, may be missed). The store call has the Limiter's deadline. It returns an
+// resets ([QuotaStore].WatchResets), as package redisstore does through
+// Redis pub/sub, every other Limiter that watches the store forgets the
+// key too as soon as the message reaches it (milliseconds, while its
+// subscription is connected). Each time such a subscription is made again
+// after a loss, its Limiter forgets every denial it remembers, since
+// resets may have gone unheard meanwhile; a reset published before a
+// Limiter's subscription is first in place, a moment after NewLimiter,
+// may be missed. The store call has the Limiter's deadline. It returns an
 // error wrapping [ErrNotSupported] when the store is no [QuotaStore]; the
 // local state is cleared whatever the store answers.
 func (l *Limiter) Reset(ctx context.Context, rule, identity string) error {

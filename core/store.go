@@ -182,10 +182,9 @@ type QuotaStore interface {
 	// resets, such as one whose subscription was lost for a while, calls
 	// fn with the empty key once it watches again: resets made meanwhile
 	// went unheard, and the watcher forgets what it remembers of every
-	// key. A [Limiter] over the store watches it and
-	// forgets what it remembers of each key it hears of: its denied-key
-	// cache entry and its fallback state (all its cached denials for the
-	// empty key).
+	// key. A [Limiter] over the store watches it and forgets what it
+	// remembers of each key it hears of: its denied-key cache entry and
+	// its fallback state (for the empty key, every cached denial).
 	WatchResets(fn func(key string)) (stop func(), err error)
 }
 
