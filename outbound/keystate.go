@@ -111,3 +111,11 @@ func (ks *keyState) noteHorizon(t time.Time) {
 		ks.horizon = t
 	}
 }
+
+// degraded reports whether ks has a local limiter: turns were taken
+// without Redis that may not have passed.
+func (ks *keyState) degraded() bool {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	return ks.local != nil
+}

@@ -18,8 +18,9 @@ const DefaultPause = time.Second
 // in the pause are void: the waits that hold them, in every process, take
 // new turns after it (a [Reservation] keeps its time). A pause never
 // shortens one already set. The other processes hear of it through Redis
-// pub/sub at once, or at their next turn of the key. While Redis cannot be
-// reached, it pauses this process only, and returns the error.
+// pub/sub at once, or at their next turn of the key; a process whose
+// subscription was down reads it when subscribed again. While Redis cannot
+// be reached, it pauses this process only, and returns the error.
 func (l *Limiter) Pause(ctx context.Context, key string, d time.Duration) error {
 	return l.pause(ctx, key, d, false, PauseCaller)
 }
@@ -91,10 +92,13 @@ func (l *Limiter) start() {
 }
 
 // listen applies the pauses published on the Limiter's channel until
-// Close. The PubSub subscribes again by itself after a lost connection.
+// Close. The PubSub subscribes again by itself after a lost connection;
+// the pauses published meanwhile went unheard, so the Limiter then reads
+// those of the keys it waits on from Redis (see recheck).
 func (l *Limiter) listen(ps *redis.PubSub) {
 	defer ps.Close()
-	ch := ps.Channel()
+	ch := ps.ChannelWithSubscriptions()
+	subscribed := false
 	for {
 		select {
 		case <-l.stop:
@@ -103,8 +107,56 @@ func (l *Limiter) listen(ps *redis.PubSub) {
 			if !ok {
 				return
 			}
-			l.applyPause(m.Payload)
+			switch m := m.(type) {
+			case *redis.Message:
+				l.applyPause(m.Payload)
+			case *redis.Subscription:
+				if m.Kind == "subscribe" {
+					l.recheck(subscribed)
+					subscribed = true
+				}
+			}
 		}
+	}
+}
+
+// recheck reads from Redis the pauses of the keys that waits of this
+// process use, one call each, so that a pause published while the
+// subscription was down still voids the turns it covers. Subscribed for
+// the first time (New subscribes before any wait, unless Redis could not
+// be reached then), it reads only the keys whose waits took turns without
+// Redis: a turn from Redis comes with the pause in force. A call that
+// fails leaves its key as it was.
+func (l *Limiter) recheck(again bool) {
+	l.mu.Lock()
+	var inUse []*keyState
+	for _, ks := range l.keys {
+		if ks.refs > 0 && (again || ks.degraded()) {
+			ks.refs++ // held until read, as acquire does
+			inUse = append(inUse, ks)
+		}
+	}
+	l.mu.Unlock()
+	for _, ks := range inUse {
+		select {
+		case <-l.stop: // closing: the rest are released unread
+		default:
+			l.recheckKey(ks)
+		}
+		l.release(ks)
+	}
+}
+
+// recheckKey reads the pause of ks from Redis, within the Limiter's
+// deadline.
+func (l *Limiter) recheckKey(ks *keyState) {
+	v, err := l.run(context.Background(), pausedScript, ks.key)
+	recv := l.now()
+	if err != nil {
+		return
+	}
+	if f, err := parseInts("paused", v, 1); err == nil && f[0] > 0 {
+		ks.notePause(recv.Add(time.Duration(f[0]) * time.Microsecond))
 	}
 }
 

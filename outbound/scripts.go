@@ -25,6 +25,8 @@ var (
 	cancelSrc string
 	//go:embed scripts/pause.lua
 	pauseSrc string
+	//go:embed scripts/paused.lua
+	pausedSrc string
 	//go:embed scripts/fleet.lua
 	fleetSrc string
 
@@ -34,6 +36,7 @@ var (
 	reserveSHA       = reserveScript.Hash()
 	cancelScript     = redis.NewScript(stateSrc + "\n" + cancelSrc)
 	pauseScript      = redis.NewScript(stateSrc + "\n" + pauseSrc)
+	pausedScript     = redis.NewScript(stateSrc + "\n" + pausedSrc)
 	fleetScript      = redis.NewScript(fleetSrc)
 )
 

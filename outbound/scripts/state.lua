@@ -1,6 +1,6 @@
 -- state: what every outbound script shares, loaded before the entry script
--- (reserve.lua, cancel.lua or pause.lua) as one chunk: the key's state, the
--- clock, the adaptive rate and the interval between units.
+-- (reserve.lua, cancel.lua, pause.lua or paused.lua) as one chunk: the
+-- key's state, the clock, the adaptive rate and the interval between units.
 --
 -- KEYS[1]: the key's state, a string of nine numbers separated by spaces:
 --   tat   the theoretical arrival time (µs of Redis's clock): GCRA's state,
