@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/rediserr"
 	"github.com/ratekit/ratekit/internal/redisopt"
 	"github.com/ratekit/ratekit/internal/storekey"
 	"github.com/ratekit/ratekit/internal/tickctx"
@@ -226,12 +228,28 @@ func (b *batcher) begin(ctx context.Context, c *batchCall) bool {
 // finish leads the pipeline c is to lead, or waits for c's answer (see
 // await), and returns c's reply.
 func (b *batcher) finish(ctx context.Context, c *batchCall) (int64, string, error) {
+	var (
+		ireply int64
+		sreply string
+		err    error
+	)
 	if batch := c.self; batch != nil {
 		c.self = nil
 		b.lead(batch, c)
-		return b.reply(c)
+		ireply, sreply, err = b.reply(c)
+	} else {
+		ireply, sreply, err = b.await(ctx, c)
 	}
-	return b.await(ctx, c)
+	if err != nil && rediserr.Timeout(err) && !errors.Is(err, core.ErrNotSent) {
+		// a pipeline ends at the latest of its callers' deadlines (or the
+		// earliest the batch keeps), on its connection, which may time
+		// out before ctx's timer closes Done: a caller whose deadline
+		// has passed gave up, and is told so the same way each time
+		if gaveUp := tickctx.Expired(ctx); gaveUp != nil {
+			return 0, "", gaveUp
+		}
+	}
+	return ireply, sreply, err
 }
 
 // enqueue queues c, called with b.mu held, and returns with it released.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -139,6 +141,68 @@ func TestBatchingContextEnds(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestBatchingCallerDeadline: a pipeline ends on its connection at the
+// latest of its callers' deadlines, as go-redis's read does, with a socket
+// timeout that may come before the context's timer fires. Each caller, the
+// one that led the pipeline as well as those that waited for it, is still
+// told its context's error, the same way each time.
+func TestBatchingCallerDeadline(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client(t)
+	c.AddHook(timeoutAtDeadline{})
+	s := testkit.MustRedis(c, redisstore.WithBatching(redisstore.Batching{MaxBatch: 4, Parallel: 1, MaxWait: 0}))
+	defer s.Close()
+	limit := core.PerHour(1_000)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			key := testkit.UniqueKey(t, "deadline")
+			for range 10 {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
+				_, err := testkit.AllowOne(s, ctx, key, limit, 1)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("err = %v, want the context's deadline", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// timeoutAtDeadline is a go-redis hook that fails every command and
+// pipeline whose context has a deadline at that deadline, with the socket
+// timeout go-redis returns when a deadline set on its connection passes.
+type timeoutAtDeadline struct{}
+
+func (timeoutAtDeadline) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (timeoutAtDeadline) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return timeoutAt(ctx, []redis.Cmder{cmd}, func() error { return next(ctx, cmd) })
+	}
+}
+
+func (timeoutAtDeadline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return timeoutAt(ctx, cmds, func() error { return next(ctx, cmds) })
+	}
+}
+
+func timeoutAt(ctx context.Context, cmds []redis.Cmder, next func() error) error {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return next()
+	}
+	time.Sleep(time.Until(d))
+	err := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	for _, cmd := range cmds {
+		cmd.SetErr(err)
+	}
+	return err
 }
 
 // TestBatchingMerged holds pipelines open so that calls of one GCRA limit,
