@@ -30,7 +30,7 @@ func ExampleLimiter_Check() {
 		MaxRetries:            -1,   // no retries within the deadline
 	})
 	defer client.Close()
-	limiter, err := core.NewLimiter(testkit.MustRedis(client), core.WithTimeout(50*time.Millisecond))
+	limiter, err := core.NewLimiter(testkit.MustRedis(client), core.WithTimeout(time.Second))
 	if err != nil {
 		panic(err)
 	}
