@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -121,12 +122,13 @@ func (l *Limiter) listen(ps *redis.PubSub) {
 }
 
 // recheck reads from Redis the pauses of the keys that waits of this
-// process use, one call each, so that a pause published while the
-// subscription was down still voids the turns it covers. Subscribed for
-// the first time (New subscribes before any wait, unless Redis could not
-// be reached then), it reads only the keys whose waits took turns without
-// Redis: a turn from Redis comes with the pause in force. A call that
-// fails leaves its key as it was.
+// process use, so that a pause published while the subscription was down
+// still voids the turns it covers. Subscribed for the first time (New
+// subscribes before any wait, unless Redis could not be reached then), it
+// reads only the keys whose waits took turns without Redis: a turn from
+// Redis comes with the pause in force. The reads go at once, up to
+// rechecks at a time, sharing pipelined round trips (and script runs)
+// through a client that can; a read that fails leaves its key as it was.
 func (l *Limiter) recheck(again bool) {
 	l.mu.Lock()
 	var inUse []*keyState
@@ -137,25 +139,53 @@ func (l *Limiter) recheck(again bool) {
 		}
 	}
 	l.mu.Unlock()
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, rechecks)
 	for _, ks := range inUse {
 		select {
 		case <-l.stop: // closing: the rest are released unread
-		default:
-			l.recheckKey(ks)
+			l.release(ks)
+			continue
+		case slots <- struct{}{}:
 		}
-		l.release(ks)
+		wg.Go(func() {
+			defer func() { <-slots }()
+			defer l.release(ks)
+			l.recheckKey(ks)
+		})
 	}
+	wg.Wait()
 }
+
+// rechecks is the most pause reads in flight at once after a new
+// subscription.
+const rechecks = 64
 
 // recheckKey reads the pause of ks from Redis, within the Limiter's
 // deadline.
 func (l *Limiter) recheckKey(ks *keyState) {
-	v, err := l.run(context.Background(), pausedScript, ks.key)
-	recv := l.now()
-	if err != nil {
-		return
+	var (
+		f   []int64
+		err error
+	)
+	if l.batch != nil {
+		args := append([]any{"evalsha", pausedSHA, 1, ks.key}, l.argv...)
+		var v any
+		v, err = l.call(context.Background(), callFunc(func(ctx context.Context) (any, error) {
+			return l.batch.Do(ctx, pausedScriptSrc, args)
+		}))
+		if err == nil {
+			f, _ = v.([]int64)
+			err = checkInts("paused", f, 1)
+		}
+	} else {
+		var v any
+		if v, err = l.run(context.Background(), pausedScript, ks.key); err == nil {
+			f, err = parseInts("paused", v, 1)
+		}
 	}
-	if f, err := parseInts("paused", v, 1); err == nil && f[0] > 0 {
+	recv := l.now()
+	if err == nil && f[0] > 0 {
 		ks.notePause(recv.Add(time.Duration(f[0]) * time.Microsecond))
 	}
 }

@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -21,19 +22,30 @@ import (
 // the process reads the pause from Redis; the wait takes a turn after it.
 func TestPausesMissedWhileUnsubscribed(t *testing.T) {
 	limit := Limit{Rate: 1, Period: 2 * time.Second}
-	const pauseFor = 3 * time.Second // longer than the sleeper's wait
-	t.Run("lost", func(t *testing.T) {
-		srv := redistest.StartServer(t)
-		rdb := srv.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-		b := mustNew(t, rdb, limit, WithMargin(0))
-		a := mustNew(t, rdb, limit, WithMargin(0), withoutSubscribe())
-		redistest.AwaitSubscribers(t, b.channel, 1, 10*time.Second, rdb)
-		missedPause(t, a, b, pauseFor, func() {
-			if err := rdb.ClientKillByFilter(t.Context(), "TYPE", "pubsub").Err(); err != nil {
-				t.Fatal(err)
+	const pauseFor = 3 * time.Second // longer than the sleepers' waits
+	for _, pipelines := range []bool{true, false} {
+		// reads that share pipelines (and script runs), and reads one by
+		// one through a client that cannot pipeline
+		t.Run(fmt.Sprintf("lost/pipelines=%v", pipelines), func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			rdb := srv.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+			var client redis.Scripter = rdb
+			if !pipelines {
+				client = scriptsAndSubscribe{rdb, rdb}
 			}
+			b := mustNew(t, client, limit, WithMargin(0))
+			if (b.batch != nil) != pipelines {
+				t.Fatalf("batch %v, want %v", b.batch != nil, pipelines)
+			}
+			a := mustNew(t, rdb, limit, WithMargin(0), withoutSubscribe())
+			redistest.AwaitSubscribers(t, b.channel, 1, 10*time.Second, rdb)
+			missedPause(t, a, b, pauseFor, func() {
+				if err := rdb.ClientKillByFilter(t.Context(), "TYPE", "pubsub").Err(); err != nil {
+					t.Fatal(err)
+				}
+			})
 		})
-	})
+	}
 	t.Run("never made", func(t *testing.T) {
 		srv := redistest.StartServer(t)
 		var down atomic.Bool
@@ -54,33 +66,61 @@ func TestPausesMissedWhileUnsubscribed(t *testing.T) {
 	})
 }
 
-// missedPause has b take a turn of key k and sleep to the next, has a
-// pause k for pauseFor, then calls subscribe, after which b must hear of
-// the pause: b's wait must end after it.
+// scriptsAndSubscribe is a client that runs scripts and subscribes, but
+// cannot pipeline.
+type scriptsAndSubscribe struct {
+	redis.Scripter
+	sub subscriber
+}
+
+func (c scriptsAndSubscribe) Subscribe(ctx context.Context, channels ...string) *redis.PubSub {
+	return c.sub.Subscribe(ctx, channels...)
+}
+
+// missedPause has b take a turn of each of three keys and sleep to the
+// next, has a pause the keys for pauseFor, then calls subscribe, after
+// which b must hear of the pauses: each of b's waits must end after its
+// key's.
 func missedPause(t *testing.T, a, b *Limiter, pauseFor time.Duration, subscribe func()) {
 	t.Helper()
 	ctx := t.Context()
-	if err := b.Wait(ctx, "k"); err != nil {
-		t.Fatal(err)
+	keys := []string{"k0", "k1", "k2"}
+	firsts, woke := make(chan error, len(keys)), make(chan time.Time, len(keys))
+	for _, key := range keys {
+		go func() {
+			err := b.Wait(ctx, key)
+			firsts <- err
+			if err != nil {
+				return
+			}
+			if err := b.Wait(ctx, key); err != nil {
+				t.Error(err)
+			}
+			woke <- time.Now()
+		}()
 	}
-	woke := make(chan time.Time, 1)
-	go func() {
-		if err := b.Wait(ctx, "k"); err != nil {
-			t.Error(err)
+	for range keys {
+		if err := <-firsts; err != nil {
+			t.Fatal(err)
 		}
-		woke <- time.Now()
-	}()
-	for b.sleeping.Load() == 0 {
+	}
+	// the second waits of every key asleep (a local share starts empty:
+	// a first turn may have been a wait too)
+	for b.sleeping.Load() < int64(len(keys)) {
 		time.Sleep(time.Millisecond)
 	}
-	// the pause ends pauseFor after Redis's now, which is after start
+	// each pause ends pauseFor after Redis's now, which is after start
 	// (Redis runs on this machine's clock)
 	start := time.Now()
-	if err := a.Pause(ctx, "k", pauseFor); err != nil {
-		t.Fatal(err)
+	for _, key := range keys {
+		if err := a.Pause(ctx, key, pauseFor); err != nil {
+			t.Fatal(err)
+		}
 	}
 	subscribe()
-	if at := <-woke; at.Before(start.Add(pauseFor)) {
-		t.Errorf("the wait ended %v after the pause began, inside it (%v)", at.Sub(start), pauseFor)
+	for range keys {
+		if at := <-woke; at.Before(start.Add(pauseFor)) {
+			t.Errorf("a wait ended %v after the pause began, inside it (%v)", at.Sub(start), pauseFor)
+		}
 	}
 }

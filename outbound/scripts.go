@@ -36,7 +36,9 @@ var (
 	reserveSHA       = reserveScript.Hash()
 	cancelScript     = redis.NewScript(stateSrc + "\n" + cancelSrc)
 	pauseScript      = redis.NewScript(stateSrc + "\n" + pauseSrc)
-	pausedScript     = redis.NewScript(stateSrc + "\n" + pausedSrc)
+	pausedScriptSrc  = stateSrc + "\n" + pausedSrc
+	pausedScript     = redis.NewScript(pausedScriptSrc)
+	pausedSHA        = pausedScript.Hash()
 	fleetScript      = redis.NewScript(fleetSrc)
 )
 
