@@ -610,7 +610,14 @@ func (s *Service) status(code rlspb.RateLimitResponse_Code, d *descriptor, remai
 // record counts d's hits in its statistics, as envoy's base limiter does;
 // and turns an over-limit status OK under shadow_mode.
 func (s *Service) record(d *descriptor) {
-	st := s.stats.Rule(d.statsKey)
+	kind := stats.Configured
+	switch {
+	case d.override:
+		kind = stats.Caller
+	case d.statsKey != d.rule.FullKey:
+		kind = stats.Values
+	}
+	st := s.stats.Key(kind, d.statsKey)
 	hits := uint64(d.hits)
 	st.TotalHits.Add(hits)
 	over := d.status.Code == rlspb.RateLimitResponse_OVER_LIMIT

@@ -3,6 +3,8 @@ package stats_test
 import (
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -47,15 +49,115 @@ ratelimit_service_rate_limit_total_hits{domain="d",key1="a",key2=""} 2
 	}
 }
 
-// TestKeysBounded: past MaxKeys, statistics count under the domain's
-// overflow key.
+// TestKeysBounded: past MaxKeys, keys named by values count under the
+// domain's overflow key; a configured rule's key still has its own.
 func TestKeysBounded(t *testing.T) {
 	s := stats.New()
 	for i := range stats.MaxKeys + 10 {
-		s.Rule("d.k_" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + "_" + itoa(i)).TotalHits.Inc()
+		s.Key(stats.Values, "d.k_"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+"_"+itoa(i)).TotalHits.Inc()
 	}
-	if r := s.Rule("d.brand_new"); r.Key != "d."+stats.OverflowKey {
+	if r := s.Key(stats.Values, "d.brand_new"); r.Key != "d."+stats.OverflowKey {
 		t.Fatalf("key %q past the bound", r.Key)
+	}
+	if r := s.Rule("d.configured"); r.Key != "d.configured" {
+		t.Fatalf("a configured rule's key counts as %q", r.Key)
+	}
+}
+
+// TestKeyLength: a key past MaxKeyLen keeps its start and ends in a hash
+// of the whole, so that keys differing at their end stay apart.
+func TestKeyLength(t *testing.T) {
+	long := "d.k_" + strings.Repeat("é", 1<<20)
+	a, b := stats.Bound(long+"a"), stats.Bound(long+"b")
+	if len(a) > stats.MaxKeyLen || len(b) > stats.MaxKeyLen || a == b || !strings.HasPrefix(a, "d.k_é") || !utf8.ValidString(a) {
+		t.Fatalf("Bound: %q (%d bytes), %q", a, len(a), b)
+	}
+	if k := "d.k_v"; stats.Bound(k) != k {
+		t.Fatalf("Bound(%q) = %q", k, stats.Bound(k))
+	}
+	s := stats.New()
+	if r := s.Key(stats.Values, long+"a"); r.Key != a || s.Key(stats.Values, long+"a") != r {
+		t.Fatalf("key %.40q...", r.Key)
+	}
+	if _, n := s.Held(stats.Values); n != len(a) {
+		t.Fatalf("%d bytes held for one key of %d", n, len(a))
+	}
+}
+
+// TestByteBudget: keys named by values stop at MaxKeyBytes, before
+// MaxKeys when they are long.
+func TestByteBudget(t *testing.T) {
+	s := stats.New()
+	made := 0
+	for i := range stats.MaxKeys {
+		k := "d.k_" + itoa(i) + strings.Repeat("v", stats.MaxKeyLen)
+		if s.Key(stats.Values, k).Key != "d."+stats.OverflowKey {
+			made++
+		}
+	}
+	keys, bytes := s.Held(stats.Values)
+	if bytes > stats.MaxKeyBytes || keys != made || made < stats.MaxKeyBytes/stats.MaxKeyLen {
+		t.Fatalf("%d keys made, %d held of %d bytes; budget %d bytes", made, keys, bytes, stats.MaxKeyBytes)
+	}
+}
+
+// TestCallerBudget: keys of descriptors that bring their own limit have a
+// budget of their own: filling it leaves room for keys named by values
+// and for configured rules.
+func TestCallerBudget(t *testing.T) {
+	s := stats.New()
+	for i := range stats.MaxCallerKeys * 3 {
+		s.Key(stats.Caller, "d.o_"+itoa(i)).TotalHits.Inc()
+	}
+	if keys, _ := s.Held(stats.Caller); keys != stats.MaxCallerKeys {
+		t.Fatalf("%d caller keys held; want %d", keys, stats.MaxCallerKeys)
+	}
+	if r := s.Key(stats.Caller, "d.o_new"); r.Key != "d."+stats.OverflowKey || r.TotalHits.Value() != stats.MaxCallerKeys*2 {
+		t.Fatalf("caller key past the budget: %q with %d hits", r.Key, r.TotalHits.Value())
+	}
+	if r := s.Key(stats.Values, "d.k_v"); r.Key != "d.k_v" {
+		t.Fatalf("a value's key counts as %q", r.Key)
+	}
+	if r := s.Rule("d.k"); r.Key != "d.k" {
+		t.Fatalf("a configured key counts as %q", r.Key)
+	}
+}
+
+// TestEviction: on a fake clock, keys named by values and callers' keys
+// not hit for IdleAfter leave and make room; a key still hit stays, and
+// so do configured rules' keys.
+func TestEviction(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	s := stats.NewWithClock(func() time.Time { return now })
+	conf := s.Rule("d.k")
+	for i := range stats.MaxKeys {
+		s.Key(stats.Values, "d.k_"+itoa(i))
+	}
+	hot := s.Key(stats.Values, "d.k_0")
+	if r := s.Key(stats.Values, "d.k_new"); r.Key != "d."+stats.OverflowKey {
+		t.Fatalf("full table: %q", r.Key)
+	}
+	now = now.Add(stats.IdleAfter - time.Second)
+	s.Key(stats.Values, "d.k_0") // hit: stays
+	if r := s.Key(stats.Values, "d.k_new"); r.Key != "d."+stats.OverflowKey {
+		t.Fatalf("keys left before IdleAfter: %q", r.Key)
+	}
+	now = now.Add(2 * time.Second)
+	if r := s.Key(stats.Values, "d.k_new"); r.Key != "d.k_new" {
+		t.Fatalf("after IdleAfter: %q", r.Key)
+	}
+	if keys, _ := s.Held(stats.Values); keys != 2 {
+		t.Fatalf("%d keys held after the sweep; want the hot one and the new one", keys)
+	}
+	if s.Key(stats.Values, "d.k_0") != hot || s.Rule("d.k") != conf {
+		t.Fatal("a key hit within IdleAfter, or a configured one, was dropped")
+	}
+	now = now.Add(24 * time.Hour)
+	for i := range stats.MaxCallerKeys + 1 {
+		s.Key(stats.Caller, "d.o_"+itoa(i))
+	}
+	if s.Rule("d.k") != conf {
+		t.Fatal("a configured key was dropped")
 	}
 }
 

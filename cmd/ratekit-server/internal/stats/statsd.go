@@ -3,9 +3,10 @@ package stats
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -20,7 +21,7 @@ type Flusher struct {
 	addr     string
 	interval time.Duration
 	log      *slog.Logger
-	last     map[string]uint64
+	last     [6]uint64 // the service's counters as last sent
 	conn     net.Conn
 	stop     context.CancelFunc
 	done     sync.WaitGroup
@@ -30,7 +31,7 @@ type Flusher struct {
 // interval.
 func NewFlusher(s *Stats, addr string, interval time.Duration, log *slog.Logger) *Flusher {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &Flusher{s: s, addr: addr, interval: interval, log: log, last: map[string]uint64{}, stop: cancel}
+	f := &Flusher{s: s, addr: addr, interval: interval, log: log, stop: cancel}
 	f.done.Add(1)
 	go f.run(ctx)
 	return f
@@ -61,27 +62,29 @@ func (f *Flusher) Close() error {
 	return nil
 }
 
-// lines returns "name:delta|c" for every counter that moved.
+// lines returns "name:delta|c" for every counter that moved. What was
+// last sent is kept per counter, beside it: a rule's in the rule, which
+// leaves with it when the statistics drop an idle key; no name is kept.
 func (f *Flusher) lines() []string {
 	var out []string
-	add := func(name string, c *Counter) {
+	add := func(last *uint64, c *Counter, name ...string) {
 		v := c.Value()
-		if d := v - f.last[name]; d > 0 {
-			out = append(out, fmt.Sprintf("%s:%d|c\n", name, d))
-			f.last[name] = v
+		if d := v - *last; d > 0 {
+			out = append(out, strings.Join(name, "")+":"+strconv.FormatUint(d, 10)+"|c\n")
+			*last = v
 		}
 	}
 	f.s.each(func(r *Rule) {
-		for _, n := range r.counters() {
-			add("ratelimit.service.rate_limit."+r.Key+"."+n.suffix, n.c)
+		for i, n := range r.counters() {
+			add(&r.flushed[i], n.c, "ratelimit.service.rate_limit.", r.Key, ".", n.suffix)
 		}
 	})
-	add("ratelimit.service.config_load_success", &f.s.ConfigLoadSuccess)
-	add("ratelimit.service.config_load_error", &f.s.ConfigLoadError)
-	add("ratelimit.service.global_shadow_mode", &f.s.GlobalShadowMode)
-	add("ratelimit.service.call.should_rate_limit.service_error", &f.s.ServiceError)
-	add("ratelimit.service.call.should_rate_limit.redis_error", &f.s.RedisError)
-	add("ratelimit_server.ShouldRateLimit.total_requests", &f.s.TotalRequests)
+	add(&f.last[0], &f.s.ConfigLoadSuccess, "ratelimit.service.config_load_success")
+	add(&f.last[1], &f.s.ConfigLoadError, "ratelimit.service.config_load_error")
+	add(&f.last[2], &f.s.GlobalShadowMode, "ratelimit.service.global_shadow_mode")
+	add(&f.last[3], &f.s.ServiceError, "ratelimit.service.call.should_rate_limit.service_error")
+	add(&f.last[4], &f.s.RedisError, "ratelimit.service.call.should_rate_limit.redis_error")
+	add(&f.last[5], &f.s.TotalRequests, "ratelimit_server.ShouldRateLimit.total_requests")
 	return out
 }
 
