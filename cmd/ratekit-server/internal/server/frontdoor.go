@@ -62,15 +62,18 @@ func grpcError(ctx context.Context, err error, log *slog.Logger) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
-// maxJSONBody bounds a /json request's body.
-const maxJSONBody = 1 << 20
-
 // jsonHandler is envoy's /json: a RateLimitRequest as protojson in, the
 // RateLimitResponse out, 200 when OK, 429 when over the limit, 400 for a
-// body that is not a request or a request the service refuses.
-func jsonHandler(svc *service.Service, log *slog.Logger) http.HandlerFunc {
+// body that is not a request or a request the service refuses, 413 for a
+// body of more than maxBody bytes (RATEKIT_MAX_REQUEST_BYTES).
+func jsonHandler(svc *service.Service, maxBody int64, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeStatus(w, http.StatusRequestEntityTooLarge)
+			return
+		}
 		if err != nil {
 			writeStatus(w, http.StatusBadRequest)
 			return

@@ -45,7 +45,7 @@ func testService(tb testing.TB) *service.Service {
 // FuzzJSON posts any body to /json: 200, 429 or 400, never a panic. The
 // seed corpus is in testdata/fuzz/FuzzJSON.
 func FuzzJSON(f *testing.F) {
-	h := jsonHandler(testService(f), discard)
+	h := jsonHandler(testService(f), 256<<10, discard)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		w := httptest.NewRecorder()
 		h(w, httptest.NewRequest(http.MethodPost, "/json", strings.NewReader(string(body))))
@@ -57,12 +57,21 @@ func FuzzJSON(f *testing.F) {
 	})
 }
 
+// TestJSONTooLarge: a body past the bound is refused with 413; one just
+// under it is read.
 func TestJSONTooLarge(t *testing.T) {
-	h := jsonHandler(testService(t), discard)
-	w := httptest.NewRecorder()
-	h(w, httptest.NewRequest(http.MethodPost, "/json", strings.NewReader(`{"domain":"`+strings.Repeat("x", maxJSONBody)+`"}`)))
-	if w.Code != 400 {
-		t.Fatalf("a body over %d bytes: %d", maxJSONBody, w.Code)
+	const limit = 4 << 10
+	h := jsonHandler(testService(t), limit, discard)
+	for _, c := range []struct {
+		size int
+		want int
+	}{{limit + 1, 413}, {limit, 400}} {
+		body := `{"domain":"` + strings.Repeat("x", c.size-len(`{"domain":""}`)) + `"}`
+		w := httptest.NewRecorder()
+		h(w, httptest.NewRequest(http.MethodPost, "/json", strings.NewReader(body)))
+		if w.Code != c.want {
+			t.Fatalf("a body of %d bytes (bound %d): %d, want %d", len(body), limit, w.Code, c.want)
+		}
 	}
 }
 

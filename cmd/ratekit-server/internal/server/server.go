@@ -83,6 +83,7 @@ func New(set settings.Settings, log *slog.Logger) (_ *Server, err error) {
 		Headers: set.HeadersEnabled, LimitHeader: set.LimitHeader, RemainingHeader: set.RemainingHeader, ResetHeader: set.ResetHeader,
 		DynamicMetadata: set.DynamicMetadata, Stop: set.Stop, NearLimitRatio: set.NearLimitRatio,
 		LocalCache: set.LocalCacheBytes > 0, Logger: log,
+		CallerLimits: callerLimits[set.CallerLimits], CallerMaxUnit: set.CallerLimitMaxUnit,
 	})
 	var first error
 	src := runtime.Source{Root: set.RuntimeRoot, Subdirectory: set.RuntimeSubdirectory, AppDirectory: set.RuntimeAppDirectory, IgnoreDotFiles: set.RuntimeIgnoreDot}
@@ -119,6 +120,12 @@ func New(set settings.Settings, log *slog.Logger) (_ *Server, err error) {
 		s.flusher = stats.NewFlusher(s.stats, addr, set.StatsFlushInterval, log)
 	}
 	return s, nil
+}
+
+var callerLimits = map[settings.CallerLimits]service.CallerLimits{
+	settings.CallerLimitsAccept: service.AcceptCallerLimits,
+	settings.CallerLimitsIgnore: service.IgnoreCallerLimits,
+	settings.CallerLimitsRefuse: service.RefuseCallerLimits,
 }
 
 // limiters builds the Limiter over each store, with the library's
@@ -163,7 +170,7 @@ func (s *Server) limiters(reg *prometheus.Registry) error {
 				return err
 			}
 		}
-		opts := append(append(append([]core.Option(nil), common...), l.opts...), core.WithObserver(col))
+		opts := append(append(append([]core.Option(nil), common...), l.opts...), core.WithObserver(service.Observer(col)))
 		lim, err := core.NewLimiter(l.store, opts...)
 		if err != nil {
 			return fmt.Errorf("%s limiter: %w", l.name, err)
@@ -218,6 +225,10 @@ func (s *Server) listenGRPC() error {
 		// by copies on every call): enough for the calls in flight of a
 		// busy server; past them gRPC starts goroutines as usual
 		grpc.NumStreamWorkers(streamWorkers),
+		// a request of envoy's is a few descriptors of short values: a
+		// larger one is refused before it is read whole
+		grpc.MaxRecvMsgSize(set.MaxRequestBytes),
+		grpc.MaxConcurrentStreams(maxStreams),
 	)
 	rlspb.RegisterRateLimitServiceServer(s.grpc, &rlsServer{svc: s.svc, stats: s.stats, log: s.log})
 	healthpb.RegisterHealthServer(s.grpc, s.health.grpc)
@@ -239,7 +250,7 @@ func (s *Server) listenGRPC() error {
 func (s *Server) httpMux() (*http.ServeMux, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/healthcheck", s.health)
-	mux.Handle("/json", jsonHandler(s.svc, s.log))
+	mux.Handle("/json", jsonHandler(s.svc, int64(s.set.MaxRequestBytes), s.log))
 	ipKey, err := newIPKey(s.set.TrustedProxies)
 	if err != nil {
 		return nil, fmt.Errorf("RATEKIT_TRUSTED_PROXIES: %w", err)
@@ -296,6 +307,12 @@ func (s *Server) serveHTTP(what, addr string, h http.Handler) error {
 // streamWorkers is how many goroutines serve gRPC calls: an idle one
 // holds its stack, tens of KiB.
 const streamWorkers = 256
+
+// maxStreams bounds the calls in flight on one gRPC connection (each may
+// ask Redis for up to service.MaxDescriptors descriptors at once). Envoy
+// keeps one connection per worker thread, each with a few calls in
+// flight; a client past the bound waits for a call to end.
+const maxStreams = 1024
 
 // Addrs returns the addresses served: HTTP, gRPC, debug and, when on,
 // Prometheus.

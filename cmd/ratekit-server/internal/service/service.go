@@ -67,12 +67,32 @@ type Options struct {
 	// LocalCache is set when denials are remembered locally
 	// (LOCAL_CACHE_SIZE_IN_BYTES), for the statistics.
 	LocalCache bool
+	// CallerLimits is what becomes of a descriptor that brings its own
+	// limit (RATEKIT_CALLER_LIMITS): counted by it (the zero value, as
+	// envoy), counted as if it brought none, or the request refused.
+	CallerLimits CallerLimits
+	// CallerMaxUnit is the longest unit a descriptor's own limit may ask
+	// for (RATEKIT_CALLER_LIMIT_MAX_UNIT): a longer one is refused, with
+	// ErrBadRequest. UNKNOWN lets every unit through.
+	CallerMaxUnit config.Unit
 	// Logger logs what goes wrong with one request, at Debug.
 	Logger *slog.Logger
 	// Now is the clock of the answers made without Redis; time.Now when
 	// nil.
 	Now func() time.Time
 }
+
+// CallerLimits is what a Service does with a descriptor's own limit.
+type CallerLimits uint8
+
+const (
+	// AcceptCallerLimits counts the descriptor by its own limit.
+	AcceptCallerLimits CallerLimits = iota
+	// IgnoreCallerLimits counts it by the rule of the files it matches.
+	IgnoreCallerLimits
+	// RefuseCallerLimits refuses the request with ErrBadRequest.
+	RefuseCallerLimits
+)
 
 // Service answers ShouldRateLimit. It is safe for concurrent use.
 type Service struct {
@@ -197,11 +217,17 @@ func (s *Service) plan(cfg *config.Config, req *rlspb.RateLimitRequest) ([]descr
 		if domain == nil {
 			continue
 		}
-		if o := in.GetLimit(); o != nil {
+		if o := in.GetLimit(); o != nil && s.opts.CallerLimits != IgnoreCallerLimits {
+			if s.opts.CallerLimits == RefuseCallerLimits {
+				return nil, fmt.Errorf("%w: descriptor %d brings its own limit, which this server refuses (RATEKIT_CALLER_LIMITS)", ErrBadRequest, i)
+			}
 			unit := config.Unit(o.GetUnit())
 			period, ok := config.UnitLength(unit)
 			if !ok {
 				return nil, fmt.Errorf("%w: descriptor %d: its limit has no valid unit (%v)", ErrBadRequest, i, o.GetUnit())
+			}
+			if most, ok := config.UnitLength(s.opts.CallerMaxUnit); ok && period > most {
+				return nil, fmt.Errorf("%w: descriptor %d: its limit's unit %v is longer than %v (RATEKIT_CALLER_LIMIT_MAX_UNIT)", ErrBadRequest, i, o.GetUnit(), s.opts.CallerMaxUnit)
 			}
 			rpu := min(o.GetRequestsPerUnit(), core.MaxRate)
 			d.rule = &config.Rule{FullKey: config.OverrideStatsKey(req.GetDomain(), in.GetEntries())}
@@ -506,7 +532,11 @@ func (s *Service) decideStop(ctx context.Context, domain string, ds []descriptor
 			continue
 		}
 		r := compatRule(d.limit)
-		r.Name += "." + hashHex(d.identity)
+		// the descriptors share one identity, the domain's, so that their
+		// keys share a Redis Cluster slot: each one's counter is named by
+		// its rule, which carries a hash of the descriptor (stopName);
+		// Observer labels metrics by the configured limit alone
+		r.Name += stopSep + hashHex(d.identity)
 		r.Cost = nil
 		rules = append(rules, r)
 		idx = append(idx, i)
@@ -724,6 +754,26 @@ func (s *Service) resetOf(st *rlspb.RateLimitResponse_DescriptorStatus) int64 {
 		return 0
 	}
 	return int64(math.Ceil(s.windowLeft(period).Seconds()))
+}
+
+// stopSep separates, in the rule name of a counter of decideStop, the
+// configured limit's name from the descriptor's hash; the names of
+// compatRule and decideNative never hold it.
+const stopSep = "."
+
+// Observer returns o labelling every decision by the name of its
+// configured limit: the window of an envoy-counted limit (rl60s), the
+// place of one of ratekit's algorithms among its rule's limits (rk0). The
+// counters of STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT carry a hash of
+// their descriptor in their rule's name, which would otherwise make a
+// metric label per client. Give it to both Limiters (core.WithObserver).
+func Observer(o core.Observer) core.Observer { return observer{o} }
+
+type observer struct{ core.Observer }
+
+func (o observer) Decided(ctx context.Context, e core.DecisionEvent) {
+	e.Rule, _, _ = strings.Cut(e.Rule, stopSep)
+	o.Observer.Decided(ctx, e)
 }
 
 // hashHex is a short hex hash of s, for rule names that must not carry s.

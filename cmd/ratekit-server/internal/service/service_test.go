@@ -10,6 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -187,3 +188,42 @@ func TestLookSpendsNothing(t *testing.T) {
 }
 
 func wrap(n uint64) *wrapperspb.UInt64Value { return wrapperspb.UInt64(n) }
+
+// TestCallerLimits: a descriptor's own limit is counted by it, refused,
+// or ignored in favour of the files' rule, as the options say; one of a
+// unit past CallerMaxUnit is refused.
+func TestCallerLimits(t *testing.T) {
+	const yaml = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"
+	own := func(unit rlspb.RateLimitResponse_RateLimit_Unit) *rlv3.RateLimitDescriptor {
+		d := desc("k", "1")
+		d.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 7, Unit: typev3.RateLimitUnit(unit)}
+		return d
+	}
+	hour, day := rlspb.RateLimitResponse_RateLimit_HOUR, rlspb.RateLimitResponse_RateLimit_DAY
+	for _, c := range []struct {
+		name  string
+		opts  service.Options
+		unit  rlspb.RateLimitResponse_RateLimit_Unit
+		limit uint32 // 0: refused
+	}{
+		{"accept", service.Options{}, day, 7},
+		{"accept up to an hour", service.Options{CallerMaxUnit: hour}, hour, 7},
+		{"a day past an hour", service.Options{CallerMaxUnit: hour}, day, 0},
+		{"refuse", service.Options{CallerLimits: service.RefuseCallerLimits}, hour, 0},
+		{"ignore", service.Options{CallerLimits: service.IgnoreCallerLimits, CallerMaxUnit: hour}, day, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, yaml, c.opts)
+			r, err := f.svc.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "d", Descriptors: []*rlv3.RateLimitDescriptor{own(c.unit)}})
+			if c.limit == 0 {
+				if !errors.Is(err, service.ErrBadRequest) {
+					t.Fatalf("answered %v, %v; want ErrBadRequest", r, err)
+				}
+				return
+			}
+			if err != nil || r.Statuses[0].GetCurrentLimit().GetRequestsPerUnit() != c.limit {
+				t.Fatalf("answered %v, %v; want a limit of %d", r, err, c.limit)
+			}
+		})
+	}
+}

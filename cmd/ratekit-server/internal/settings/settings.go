@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/keyfuncs"
@@ -95,7 +97,28 @@ type Settings struct {
 	// TrustedProxies are the proxies in front of the gateways, whose
 	// addresses /check's ip_from= skips in a forwarded list.
 	TrustedProxies []netip.Prefix
+
+	// What callers may ask: the limits descriptors bring, and the size of
+	// one request.
+	CallerLimits       CallerLimits
+	CallerLimitMaxUnit config.Unit
+	MaxRequestBytes    int
 }
+
+// CallerLimits is what the server does with a descriptor that brings its
+// own limit (RATEKIT_CALLER_LIMITS).
+type CallerLimits uint8
+
+const (
+	// CallerLimitsAccept counts the descriptor by its own limit, as envoy
+	// does, up to RATEKIT_CALLER_LIMIT_MAX_UNIT.
+	CallerLimitsAccept CallerLimits = iota
+	// CallerLimitsIgnore counts it as if it brought none: by the rule of
+	// the files it matches, if any.
+	CallerLimitsIgnore
+	// CallerLimitsRefuse refuses the request (InvalidArgument, 400).
+	CallerLimitsRefuse
+)
 
 // Setting is one variable the server reads.
 type Setting struct {
@@ -181,6 +204,10 @@ var Table = []Setting{
 	{"RATEKIT_BREAKER_BACKOFF", "100ms", "first wait before probing Redis again", duration(func(s *Settings) *time.Duration { return &s.BreakerBackoff })},
 	{"RATEKIT_BREAKER_MAX_BACKOFF", "1s", "longest wait between probes", duration(func(s *Settings) *time.Duration { return &s.BreakerMaxBackoff })},
 	{"RATEKIT_TRUSTED_PROXIES", "", "addresses and CIDRs of proxies in front of the gateways, comma-separated: /check's ip_from= walks a forwarded list from the right past them", prefixes(func(s *Settings) *[]netip.Prefix { return &s.TrustedProxies })},
+	// what callers may ask
+	{"RATEKIT_CALLER_LIMITS", "accept", "a descriptor's own limit: accept (as envoy), ignore (count it by the files' rule) or refuse the request", callerLimits},
+	{"RATEKIT_CALLER_LIMIT_MAX_UNIT", "hour", "the longest unit a descriptor's own limit may ask for (second, minute, hour, day, week, month, year); longer ones are refused", maxUnit},
+	{"RATEKIT_MAX_REQUEST_BYTES", "262144", "largest request: a gRPC message or a /json body", integer(func(s *Settings) *int { return &s.MaxRequestBytes })},
 }
 
 // Load reads the settings through lookup (os.LookupEnv). It returns notes
@@ -257,6 +284,9 @@ func (s *Settings) check(lookup func(string) (string, bool)) []error {
 		if _, err := keyfuncs.IP(keyfuncs.TrustedProxies(s.TrustedProxies...)); err != nil {
 			add("RATEKIT_TRUSTED_PROXIES: %v", err)
 		}
+	}
+	if s.MaxRequestBytes < 4<<10 || s.MaxRequestBytes > 64<<20 {
+		add("RATEKIT_MAX_REQUEST_BYTES=%d: 4096 to 67108864", s.MaxRequestBytes)
 	}
 	return errs
 }
@@ -386,6 +416,29 @@ func algorithm(s *Settings, v string) error {
 		return err
 	}
 	s.Algorithm = a
+	return nil
+}
+
+func callerLimits(s *Settings, v string) error {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "accept":
+		s.CallerLimits = CallerLimitsAccept
+	case "ignore":
+		s.CallerLimits = CallerLimitsIgnore
+	case "refuse":
+		s.CallerLimits = CallerLimitsRefuse
+	default:
+		return errors.New("not accept, ignore or refuse")
+	}
+	return nil
+}
+
+func maxUnit(s *Settings, v string) error {
+	u, ok := rlspb.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(strings.TrimSpace(v))]
+	if _, known := config.UnitLength(config.Unit(u)); !ok || !known {
+		return errors.New("not second, minute, hour, day, week, month or year")
+	}
+	s.CallerLimitMaxUnit = config.Unit(u)
 	return nil
 }
 
