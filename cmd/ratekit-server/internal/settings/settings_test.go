@@ -76,3 +76,20 @@ func TestNoEffectIsSaid(t *testing.T) {
 		t.Fatalf("notes %q, error %v", notes, err)
 	}
 }
+
+// TestCallerBounds: what callers may ask, by default and as set.
+func TestCallerBounds(t *testing.T) {
+	s, _, err := settings.Load(env("RUNTIME_SUBDIRECTORY", "ratelimit"))
+	if err != nil || s.CallerLimits != settings.CallerLimitsAccept || s.CallerLimitMaxUnit.String() != "HOUR" || s.MaxRequestBytes != 256<<10 {
+		t.Fatalf("defaults: %v %v %d %v", s.CallerLimits, s.CallerLimitMaxUnit, s.MaxRequestBytes, err)
+	}
+	s, _, err = settings.Load(env("RUNTIME_SUBDIRECTORY", "ratelimit", "RATEKIT_CALLER_LIMITS", "Refuse", "RATEKIT_CALLER_LIMIT_MAX_UNIT", "year", "RATEKIT_MAX_REQUEST_BYTES", "1048576"))
+	if err != nil || s.CallerLimits != settings.CallerLimitsRefuse || s.CallerLimitMaxUnit.String() != "YEAR" || s.MaxRequestBytes != 1<<20 {
+		t.Fatalf("set: %v %v %d %v", s.CallerLimits, s.CallerLimitMaxUnit, s.MaxRequestBytes, err)
+	}
+	for _, kv := range [][2]string{{"RATEKIT_CALLER_LIMITS", "maybe"}, {"RATEKIT_CALLER_LIMIT_MAX_UNIT", "unknown"}, {"RATEKIT_CALLER_LIMIT_MAX_UNIT", "fortnight"}, {"RATEKIT_MAX_REQUEST_BYTES", "100"}} {
+		if _, _, err := settings.Load(env("RUNTIME_SUBDIRECTORY", "ratelimit", kv[0], kv[1])); err == nil || !strings.Contains(err.Error(), kv[0]) {
+			t.Errorf("%s=%s: %v", kv[0], kv[1], err)
+		}
+	}
+}
