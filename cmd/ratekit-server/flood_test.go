@@ -35,6 +35,8 @@ var (
 
 const floodConfig = `domain: f
 descriptors:
+  - key: plain
+    rate_limit: {unit: minute, requests_per_unit: 1000000}
   - key: d
     detailed_metric: true
     rate_limit: {unit: minute, requests_per_unit: 1000000}
@@ -273,5 +275,47 @@ func TestRequestSize(t *testing.T) {
 		if got := grpcCode(err); got != c.grpc || jerr != nil || strconv.Itoa(code) != c.json {
 			t.Errorf("a request of %d KiB: gRPC %s, /json %d %v; want %s and %s", c.size>>10, got, code, jerr, c.grpc, c.json)
 		}
+	}
+}
+
+var key1Label = regexp.MustCompile(`^ratelimit_service_rate_limit_\w+\{domain="f",key1="([^"]*)"`)
+
+// TestOneClientFillsNothing: 40 requests of 256 descriptors, each with a
+// limit of its own, keep at most stats.MaxCallerKeys statistics keys, and
+// a configured rule hit afterwards still has its own series.
+func TestOneClientFillsNothing(t *testing.T) {
+	redistest.Require(t)
+	rs := redistest.StartServer(t)
+	dir := t.TempDir()
+	proctest.WriteConfig(t, dir, map[string]string{"f.yaml": floodConfig})
+	p := start(t, dir, map[string]string{"REDIS_URL": rs.Addr(), "USE_PROMETHEUS": "true"})
+	for i := range 40 {
+		r := &rlspb.RateLimitRequest{Domain: "f"}
+		for j := range 256 {
+			r.Descriptors = append(r.Descriptors, &rlv3.RateLimitDescriptor{
+				Entries: descriptor("o", fmt.Sprintf("%d-%d", i, j)).Entries,
+				Limit:   &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: 2},
+			})
+		}
+		if _, err := p.Client.ShouldRateLimit(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Client.ShouldRateLimit(context.Background(), &rlspb.RateLimitRequest{Domain: "f", Descriptors: []*rlv3.RateLimitDescriptor{descriptor("plain", "x")}}); err != nil {
+		t.Fatal(err)
+	}
+	code, body, err := proctest.Get(p.Prom, "/metrics")
+	if err != nil || code != 200 {
+		t.Fatalf("/metrics: %d %v", code, err)
+	}
+	keys := map[string]bool{}
+	for line := range strings.Lines(body) {
+		if m := key1Label.FindStringSubmatch(line); m != nil {
+			keys[m[1]] = true
+		}
+	}
+	// the callers' budget (1,000), the overflow key, the configured rule
+	if len(keys) > 1_002 || !keys["plain"] || !keys["_overflow_"] {
+		t.Fatalf("%d statistics keys after 10,240 callers' limits (plain: %v, overflow: %v); want at most 1,002", len(keys), keys["plain"], keys["_overflow_"])
 	}
 }
