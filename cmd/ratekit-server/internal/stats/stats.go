@@ -204,7 +204,9 @@ func (s *Stats) fits(kind Kind, n int, now int64) bool {
 }
 
 // sweep drops the keys of the budgeted kinds not hit for IdleAfter. s.mu
-// is held.
+// is held. A hit that looked its key up just before the sweep dropped it
+// counts in the dropped counters: after IdleAfter without a hit, that is
+// at most the hits of the same second.
 func (s *Stats) sweep(now int64) {
 	idle := int64(IdleAfter / time.Second)
 	s.rules.Range(func(k, v any) bool {
