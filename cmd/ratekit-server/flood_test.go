@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"regexp"
 	"slices"
@@ -19,6 +21,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc/status"
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/proctest"
@@ -317,5 +320,39 @@ func TestOneClientFillsNothing(t *testing.T) {
 	// the callers' budget (1,000), the overflow key, the configured rule
 	if len(keys) > 1_002 || !keys["plain"] || !keys["_overflow_"] {
 		t.Fatalf("%d statistics keys after 10,240 callers' limits (plain: %v, overflow: %v); want at most 1,002", len(keys), keys["plain"], keys["_overflow_"])
+	}
+}
+
+// TestGRPCStreams: the gRPC port tells every client, in its HTTP/2
+// settings, that it takes at most 1024 calls at once on a connection.
+func TestGRPCStreams(t *testing.T) {
+	redistest.Require(t)
+	rs := redistest.StartServer(t)
+	dir := t.TempDir()
+	proctest.WriteConfig(t, dir, map[string]string{"f.yaml": floodConfig})
+	p := start(t, dir, map[string]string{"REDIS_URL": rs.Addr()})
+	c, err := net.DialTimeout("tcp", p.GRPC, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fr.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok {
+		t.Fatalf("first frame %v, want SETTINGS", f)
+	}
+	if v, ok := sf.Value(http2.SettingMaxConcurrentStreams); !ok || v != 1024 {
+		t.Fatalf("SETTINGS_MAX_CONCURRENT_STREAMS %d (sent: %v); want 1024", v, ok)
 	}
 }
