@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"errors"
 	"math"
 	"net/http"
 	"strconv"
@@ -21,14 +22,28 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	if v == "" {
 		return 0, false
 	}
-	if s, err := strconv.ParseUint(v, 10, 63); err == nil {
+	if s, err := strconv.ParseUint(v, 10, 64); err == nil {
 		return seconds(float64(s)), true
+	} else if errors.Is(err, strconv.ErrRange) && allDigits(v) {
+		// all digits, too many of them: as long a delay as can be, not none
+		return seconds(math.Inf(1)), true
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
 		return 0, false
 	}
 	return max(t.Sub(upstreamNow(h, now)), 0), true
+}
+
+// allDigits reports whether v is only ASCII digits (ParseUint reports a
+// range error before it reads them all).
+func allDigits(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // upstreamNow returns the time of the answer by its Date header, or now.
@@ -39,7 +54,8 @@ func upstreamNow(h http.Header, now time.Time) time.Time {
 	return now
 }
 
-// seconds converts s seconds, capped at a century, to a Duration.
+// seconds converts s seconds, capped at a century, to a Duration: over
+// the range it saturates, never wraps.
 func seconds(s float64) time.Duration {
 	const century = 100 * 365 * 24 * time.Hour
 	if !(s > 0) {
@@ -119,7 +135,10 @@ func legacySpent(h http.Header, prefix string, now time.Time) (time.Duration, bo
 		return 0, false
 	}
 	if t >= epochFrom {
-		return max(time.Unix(int64(t), 0).Sub(upstreamNow(h, now)), 0), true
+		// in float seconds: a Unix time past int64's range (1e300)
+		// saturates at seconds' cap instead of converting to a negative
+		base := upstreamNow(h, now)
+		return seconds(t - float64(base.Unix()) - float64(base.Nanosecond())/1e9), true
 	}
 	return seconds(t), true
 }

@@ -63,7 +63,7 @@ func TestQuotaSpent(t *testing.T) {
 
 // FuzzSignals: no header makes the parsers panic or name a negative pause.
 func FuzzSignals(f *testing.F) {
-	for _, s := range []string{"3", "Sun, 01 Mar 2026 12:00:30 GMT", `"default";r=0;t=30`, "limit=1, remaining=0, reset=9", "1772366460", "1e308", "0;r=0;t=1e400"} {
+	for _, s := range []string{"3", "Sun, 01 Mar 2026 12:00:30 GMT", `"default";r=0;t=30`, "limit=1, remaining=0, reset=9", "1772366460", "1e308", "0;r=0;t=1e400", "18446744073709551616", "1e300", `"d";r=0;t=1e30`} {
 		f.Add(s, s, "0")
 	}
 	f.Fuzz(func(t *testing.T, ra, rl, rem string) {

@@ -17,6 +17,11 @@ const DefaultMinTimeLeft = 50 * time.Millisecond
 // answers, unless MaxPause says otherwise.
 const DefaultMaxPause = time.Hour
 
+// DefaultMaxQuotaPause caps the pauses a [Transport] takes from the quota
+// headers of an answer that was not a refusal, unless MaxQuotaPause says
+// otherwise.
+const DefaultMaxQuotaPause = time.Minute
+
 // ErrNoKey is returned, wrapped, by a [Transport] whose key function
 // found no key for a request.
 var ErrNoKey = errors.New("ratekit: outbound: no key for the request")
@@ -32,7 +37,8 @@ var ErrNoKey = errors.New("ratekit: outbound: no key for the request")
 //     on ([WithAIMD]).
 //   - A 503 with Retry-After pauses the key until then.
 //   - An answer whose RateLimit or X-RateLimit-* headers say no quota is
-//     left pauses the key until the reset they name.
+//     left pauses the key until the reset they name, for at most
+//     MaxQuotaPause.
 //
 // A request goes only if its turn leaves it MinTimeLeft before its
 // context's deadline; otherwise RoundTrip returns at once an error
@@ -66,6 +72,13 @@ type Transport struct {
 	// Retry-After of a year is either a mistake or a ban): 0 means
 	// DefaultMaxPause (1 hour).
 	MaxPause time.Duration
+	// MaxQuotaPause caps the pauses taken from the RateLimit and
+	// X-RateLimit-* headers of an answer that was not a refusal: 0 means
+	// DefaultMaxQuotaPause (1 minute), and MaxPause caps it too. Such an
+	// answer is a report, not a refusal, and one of them (a reset a year
+	// on, by mistake or by design) pauses the key for every process: past
+	// this cap, the next request asks the upstream again.
+	MaxQuotaPause time.Duration
 	// IgnoreQuotaHeaders turns off the pauses that RateLimit and
 	// X-RateLimit-* headers ask for, keeping those of 429 and 503. An
 	// upstream that reports no quota left after every request at its
@@ -176,7 +189,7 @@ func (t *Transport) observe(ctx context.Context, key string, resp *http.Response
 		return true
 	case !t.IgnoreQuotaHeaders:
 		if d, spent := quotaSpent(resp.Header, now); spent && d > 0 {
-			_ = l.pause(ctx, key, t.capPause(d), false, PauseQuota)
+			_ = l.pause(ctx, key, min(t.capPause(d), t.maxQuotaPause()), false, PauseQuota)
 		}
 	}
 	return false
@@ -188,6 +201,13 @@ func (t *Transport) capPause(d time.Duration) time.Duration {
 		m = DefaultMaxPause
 	}
 	return min(d, m)
+}
+
+func (t *Transport) maxQuotaPause() time.Duration {
+	if t.MaxQuotaPause <= 0 {
+		return DefaultMaxQuotaPause
+	}
+	return t.MaxQuotaPause
 }
 
 // throttled tells the observers of a refusal.
