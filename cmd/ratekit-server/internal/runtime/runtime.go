@@ -12,12 +12,14 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -61,17 +63,10 @@ func (s Source) Read() ([]config.File, error) {
 		if len(files) >= maxFiles {
 			return fmt.Errorf("more than %d files under %s", maxFiles, dir)
 		}
-		info, err := os.Stat(path) // follows a symlink, as envoy reads through one
-		if err != nil {
-			return err
-		}
-		if info.IsDir() {
+		data, err := readFile(path)
+		if errors.Is(err, errIsDir) {
 			return nil
 		}
-		if info.Size() > config.MaxFileSize {
-			return &config.Error{File: path, Msg: fmt.Sprintf("file of %d bytes is larger than %d", info.Size(), config.MaxFileSize)}
-		}
-		data, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
@@ -80,6 +75,50 @@ func (s Source) Read() ([]config.File, error) {
 	})
 	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
 	return files, err
+}
+
+// errIsDir reports a directory reached through a symlink, which is
+// skipped, as envoy skips it.
+var errIsDir = errors.New("a directory")
+
+// readFile reads the file at path, through a symlink as envoy reads
+// through one. It opens the file once and asks the opened file what it
+// is: anything but a regular file (a FIFO, whose reads would wait for a
+// writer forever; a device such as /dev/zero, which never ends) is
+// refused without reading, and a regular file is read up to
+// config.MaxFileSize and a byte, however large it has grown since.
+func readFile(path string) ([]byte, error) {
+	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+	// writer; it changes nothing for a regular file
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case info.IsDir():
+		return nil, errIsDir
+	case !info.Mode().IsRegular():
+		return nil, &config.Error{File: path, Msg: fmt.Sprintf("not a regular file (%s): refused unread", info.Mode().Type())}
+	case info.Size() > config.MaxFileSize:
+		return nil, tooLarge(path, info.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, config.MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > config.MaxFileSize {
+		return nil, tooLarge(path, int64(len(data)))
+	}
+	return data, nil
+}
+
+func tooLarge(path string, size int64) error {
+	return &config.Error{File: path, Msg: fmt.Sprintf("file of %d bytes or more is larger than %d", size, config.MaxFileSize)}
 }
 
 // Watcher reloads the configuration when its files change, and hands each
