@@ -183,7 +183,7 @@ var Table = []Setting{
 	{"REDIS_TLS_CLIENT_CERT", "", "client certificate file", str(func(s *Settings) *string { return &s.RedisTLSCert })},
 	{"REDIS_TLS_CLIENT_KEY", "", "client key file", str(func(s *Settings) *string { return &s.RedisTLSKey })},
 	{"REDIS_TLS_CACERT", "", "CA file of the server's certificate", str(func(s *Settings) *string { return &s.RedisTLSCACert })},
-	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false", "accept a certificate for another host name", boolean(func(s *Settings) *bool { return &s.RedisTLSSkipVerify })},
+	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false", "accept a certificate for another host name; its chain is still verified (REDIS_TLS_CACERT, else the system's roots)", boolean(func(s *Settings) *bool { return &s.RedisTLSSkipVerify })},
 	{"REDIS_TIMEOUT", "10s", "dial, read and write timeout of the Redis client (each decision also has RATEKIT_TIMEOUT)", duration(func(s *Settings) *time.Duration { return &s.RedisTimeout })},
 	{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "false", "unhealthy while the circuit breaker holds Redis as down", boolean(func(s *Settings) *bool { return &s.RedisHealthCheck })},
 	{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "WAIT", "WAIT only, as envoy (CREATE and ERROR are refused)", oneOf(nil, "wait")},
