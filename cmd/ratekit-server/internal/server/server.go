@@ -195,16 +195,16 @@ func (s *Server) listen(reg *prometheus.Registry) error {
 	if err != nil {
 		return err
 	}
-	if err := s.serveHTTP("HTTP", net.JoinHostPort(set.Host, strconv.Itoa(set.Port)), mux); err != nil {
+	if err := s.serveHTTP("HTTP", net.JoinHostPort(set.Host, strconv.Itoa(set.Port)), mux, set.WriteTimeout); err != nil {
 		return err
 	}
-	if err := s.serveHTTP("debug", net.JoinHostPort(set.DebugHost, strconv.Itoa(set.DebugPort)), s.debugMux()); err != nil {
+	if err := s.serveHTTP("debug", net.JoinHostPort(set.DebugHost, strconv.Itoa(set.DebugPort)), s.debugMux(), set.WriteTimeout); err != nil {
 		return err
 	}
 	if set.UsePrometheus {
 		pmux := http.NewServeMux()
 		pmux.Handle(set.PrometheusPath, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		if err := s.serveHTTP("Prometheus", set.PrometheusAddr, pmux); err != nil {
+		if err := s.serveHTTP("Prometheus", set.PrometheusAddr, pmux, set.WriteTimeout); err != nil {
 			return err
 		}
 	}
@@ -265,22 +265,30 @@ func (s *Server) httpMux() (*http.ServeMux, error) {
 }
 
 // debugMux returns the handlers of the debug port, as envoy's: the
-// configuration, pprof, and at / the list of them.
+// configuration, pprof (unless RATEKIT_PPROF=false), and at / the list of
+// them.
 func (s *Server) debugMux() *http.ServeMux {
 	endpoints := map[string]string{
-		"/rlconfig":            "print out the currently loaded configuration for debugging",
-		"/debug/pprof/":        "root of various pprof endpoints. hit for help.",
-		"/debug/pprof/profile": "CPU profiling endpoint",
-		"/debug/pprof/trace":   "trace endpoint",
+		"/rlconfig": "print out the currently loaded configuration for debugging",
 	}
 	dmux := http.NewServeMux()
 	dmux.HandleFunc("/rlconfig", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, s.svc.Config().Dump())
 	})
-	dmux.HandleFunc("/debug/pprof/", pprof.Index)
-	dmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	dmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	dmux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+	if s.set.Pprof {
+		endpoints["/debug/pprof/"] = "root of various pprof endpoints. hit for help."
+		endpoints["/debug/pprof/profile"] = "CPU profiling endpoint"
+		endpoints["/debug/pprof/trace"] = "trace endpoint"
+		limit := maxSeconds(s.set.PprofMaxSeconds)
+		dmux.Handle("/debug/pprof/", limit(pprof.Index))
+		dmux.Handle("/debug/pprof/profile", limit(pprof.Profile))
+		dmux.Handle("/debug/pprof/trace", limit(pprof.Trace))
+	}
+	dmux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
 		keys := make([]string, 0, len(endpoints))
 		for k := range endpoints {
 			keys = append(keys, k)
@@ -293,14 +301,41 @@ func (s *Server) debugMux() *http.ServeMux {
 	return dmux
 }
 
-// serveHTTP opens a listener for h now, and serves it from Serve on.
-func (s *Server) serveHTTP(what, addr string, h http.Handler) error {
+// maxSeconds refuses a pprof request whose seconds= is longer than max:
+// pprof lengthens its answer's write deadline by seconds= itself, so that
+// without this /debug/pprof/trace?seconds=3600 would stream for an hour.
+func maxSeconds(max int) func(http.HandlerFunc) http.Handler {
+	return func(h http.HandlerFunc) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if v := r.URL.Query().Get("seconds"); v != "" {
+				sec, err := strconv.ParseFloat(v, 64)
+				if err != nil || !(sec <= float64(max)) {
+					http.Error(w, fmt.Sprintf("seconds=%.20q: at most %d (RATEKIT_PPROF_MAX_SECONDS)", v, max), http.StatusBadRequest)
+					return
+				}
+			}
+			h(w, r)
+		})
+	}
+}
+
+// serveHTTP opens a listener for h now, and serves it from Serve on, with
+// the settings' read and idle timeouts and write (from the end of a
+// request's headers to the end of its answer): a connection idle, or
+// sending its request or taking its answer, longer than these is closed.
+func (s *Server) serveHTTP(what, addr string, h http.Handler, write time.Duration) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("%s listener: %w", what, err)
 	}
 	s.listeners = append(s.listeners, lis)
-	s.https = append(s.https, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second})
+	s.https = append(s.https, &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: min(10*time.Second, s.set.ReadTimeout),
+		ReadTimeout:       s.set.ReadTimeout,
+		WriteTimeout:      write,
+		IdleTimeout:       s.set.IdleTimeout,
+	})
 	return nil
 }
 

@@ -103,6 +103,16 @@ type Settings struct {
 	CallerLimits       CallerLimits
 	CallerLimitMaxUnit config.Unit
 	MaxRequestBytes    int
+
+	// the HTTP servers' bounds (HTTP, debug and Prometheus ports)
+	ReadTimeout     time.Duration
+	WriteTimeout    time.Duration
+	IdleTimeout     time.Duration
+	PprofMaxSeconds int
+	Pprof           bool
+	// AdminGuesses is how many wrong admin tokens one client address
+	// may send a minute.
+	AdminGuesses int
 }
 
 // CallerLimits is what the server does with a descriptor that brings its
@@ -137,7 +147,7 @@ var Table = []Setting{
 	{"GRPC_UDS", "", "a unix socket path to serve gRPC on instead of GRPC_HOST:GRPC_PORT", str(func(s *Settings) *string { return &s.GRPCUDS })},
 	{"GRPC_MAX_CONNECTION_AGE", "24h", "connections are closed (GoAway) after about this long", duration(func(s *Settings) *time.Duration { return &s.GRPCMaxConnectionAge })},
 	{"GRPC_MAX_CONNECTION_AGE_GRACE", "1h", "then forcibly after this much more", duration(func(s *Settings) *time.Duration { return &s.GRPCMaxConnectionAgeGrace })},
-	{"DEBUG_HOST", "0.0.0.0", "address of the debug port (/rlconfig, pprof)", str(func(s *Settings) *string { return &s.DebugHost })},
+	{"DEBUG_HOST", "127.0.0.1", "address of the debug port (/rlconfig, pprof): loopback, unlike envoy's 0.0.0.0, as its endpoints are unauthenticated", str(func(s *Settings) *string { return &s.DebugHost })},
 	{"DEBUG_PORT", "6070", "debug port", integer(func(s *Settings) *int { return &s.DebugPort })},
 	{"LOG_LEVEL", "WARN", "trace, debug, info, warn, error, fatal or panic", oneOf(func(s *Settings) *string { return &s.LogLevel }, "trace", "debug", "info", "warn", "warning", "error", "fatal", "panic")},
 	{"LOG_FORMAT", "text", "text or json", str(func(s *Settings) *string { return &s.LogFormat })},
@@ -208,6 +218,15 @@ var Table = []Setting{
 	{"RATEKIT_CALLER_LIMITS", "accept", "a descriptor's own limit: accept (as envoy), ignore (count it by the files' rule) or refuse the request", callerLimits},
 	{"RATEKIT_CALLER_LIMIT_MAX_UNIT", "hour", "the longest unit a descriptor's own limit may ask for (second, minute, hour, day, week, month, year); longer ones are refused", maxUnit},
 	{"RATEKIT_MAX_REQUEST_BYTES", "262144", "largest request: a gRPC message or a /json body", integer(func(s *Settings) *int { return &s.MaxRequestBytes })},
+
+	// the HTTP servers' bounds: a connection is closed when it is idle, or
+	// its request or answer takes, longer than these
+	{"RATEKIT_READ_TIMEOUT", "10s", "longest read of one request, body included, on the HTTP, debug and Prometheus ports", duration(func(s *Settings) *time.Duration { return &s.ReadTimeout })},
+	{"RATEKIT_WRITE_TIMEOUT", "10s", "longest time from the end of a request's headers to the end of its answer, on the HTTP, debug and Prometheus ports", duration(func(s *Settings) *time.Duration { return &s.WriteTimeout })},
+	{"RATEKIT_IDLE_TIMEOUT", "60s", "how long an idle keep-alive connection stays open, on the HTTP, debug and Prometheus ports", duration(func(s *Settings) *time.Duration { return &s.IdleTimeout })},
+	{"RATEKIT_PPROF_MAX_SECONDS", "60", "longest profile, trace or delta profile (seconds=) pprof takes; longer ones are refused with 400 (pprof lengthens its answer's write timeout by seconds=)", integer(func(s *Settings) *int { return &s.PprofMaxSeconds })},
+	{"RATEKIT_PPROF", "true", "serve pprof's /debug/pprof/ on the debug port; false leaves /rlconfig alone there", boolean(func(s *Settings) *bool { return &s.Pprof })},
+	{"RATEKIT_ADMIN_GUESSES", "10", "wrong admin tokens one client address may send a minute; past them, 429 until the minute is over", integer(func(s *Settings) *int { return &s.AdminGuesses })},
 }
 
 // Load reads the settings through lookup (os.LookupEnv). It returns notes
@@ -279,6 +298,20 @@ func (s *Settings) check(lookup func(string) (string, bool)) []error {
 	}
 	if s.AdminToken != "" && len(s.AdminToken) < 16 {
 		add("RATEKIT_ADMIN_TOKEN is shorter than 16 bytes")
+	}
+	for _, t := range []struct {
+		name string
+		d    time.Duration
+	}{{"RATEKIT_READ_TIMEOUT", s.ReadTimeout}, {"RATEKIT_WRITE_TIMEOUT", s.WriteTimeout}, {"RATEKIT_IDLE_TIMEOUT", s.IdleTimeout}} {
+		if t.d <= 0 {
+			add("%s must be above 0: every HTTP server has its timeouts", t.name)
+		}
+	}
+	if s.PprofMaxSeconds < 1 {
+		add("RATEKIT_PPROF_MAX_SECONDS must be at least 1")
+	}
+	if s.AdminGuesses < 1 {
+		add("RATEKIT_ADMIN_GUESSES must be at least 1")
 	}
 	if len(s.TrustedProxies) > 0 {
 		if _, err := keyfuncs.IP(keyfuncs.TrustedProxies(s.TrustedProxies...)); err != nil {

@@ -28,6 +28,11 @@ func TestDefaultsAreEnvoys(t *testing.T) {
 		s.StatsFlushInterval != 10*time.Second || s.RuntimeAppDirectory != "config" || !s.RuntimeWatchRoot {
 		t.Fatalf("defaults: %+v", s)
 	}
+	// ratekit's safer ones
+	if s.DebugHost != "127.0.0.1" || !s.Pprof || s.ReadTimeout != 10*time.Second || s.WriteTimeout != 10*time.Second ||
+		s.IdleTimeout != time.Minute || s.PprofMaxSeconds != 60 || s.AdminGuesses != 10 {
+		t.Fatalf("safe defaults: %+v", s)
+	}
 	if s.Failure != core.FailLocal || s.Timeout != 50*time.Millisecond || s.Batch != 4 {
 		t.Fatalf("ratekit's defaults: %+v", s)
 	}
