@@ -117,6 +117,10 @@ func adminHandler(svc *service.Service, token string, log *slog.Logger) http.Han
 	return func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			if r.Header.Get("Authorization") != "" {
+				// the token is never logged: a near miss would tell
+				log.Warn("wrong admin token", "client", r.RemoteAddr, "path", r.URL.Path)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ratekit-admin"`)
 			writeStatus(w, http.StatusUnauthorized)
 			return

@@ -34,6 +34,9 @@ import (
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/settings"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/stats"
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/memorystore"
+	"github.com/ratekit/ratekit/nethttp"
 	"github.com/ratekit/ratekit/promlimit"
 )
 
@@ -44,6 +47,7 @@ type Server struct {
 	stores  *redisconn.Stores
 	compatL *core.Limiter
 	nativeL *core.Limiter
+	adminL  *core.Limiter // wrong admin tokens
 	svc     *service.Service
 	stats   *stats.Stats
 	health  *healthState
@@ -257,11 +261,45 @@ func (s *Server) httpMux() (*http.ServeMux, error) {
 	}
 	mux.Handle("/check", checkHandler(s.svc, ipKey, s.log))
 	if s.set.AdminToken != "" {
-		admin := adminHandler(s.svc, s.set.AdminToken, s.log)
+		admin, err := s.adminThrottle(adminHandler(s.svc, s.set.AdminToken, s.log))
+		if err != nil {
+			return nil, err
+		}
 		mux.Handle("/admin/quota", admin)
 		mux.Handle("/admin/reset", admin)
 	}
 	return mux, nil
+}
+
+// adminGuessRule names the limit on wrong admin tokens.
+const adminGuessRule = "admin-guesses"
+
+// adminThrottle limits the wrong admin tokens of each client address (the
+// socket's peer, whatever it forwards) to RATEKIT_ADMIN_GUESSES a minute,
+// with ratekit's own middleware over a store in this process. A request
+// with a token reserves a unit before the token is compared, so that
+// concurrent guesses cannot overrun the limit; only the 401s keep it. An
+// address past the limit gets 429 whatever token it sends, the right one
+// too: otherwise it could go on guessing. Other addresses are unaffected.
+func (s *Server) adminThrottle(h http.Handler) (http.Handler, error) {
+	store, err := memorystore.New()
+	if err != nil {
+		return nil, err
+	}
+	if s.adminL, err = core.NewLimiter(store); err != nil {
+		return nil, err
+	}
+	peer, err := keyfuncs.IP()
+	if err != nil {
+		return nil, err
+	}
+	mw, err := nethttp.New(s.adminL, []core.Rule{{Name: adminGuessRule, Limit: core.PerMinute(s.set.AdminGuesses), Key: peer}},
+		nethttp.WithCountOnly(adminGuessRule, func(status int) bool { return status == http.StatusUnauthorized }),
+		nethttp.WithSkip(func(r *http.Request) bool { return len(r.Header.Values("Authorization")) == 0 }))
+	if err != nil {
+		return nil, err
+	}
+	return mw(h), nil
 }
 
 // debugMux returns the handlers of the debug port, as envoy's: the
@@ -428,6 +466,9 @@ func (s *Server) Close() {
 	}
 	if s.nativeL != nil {
 		_ = s.nativeL.Close()
+	}
+	if s.adminL != nil {
+		_ = s.adminL.Close()
 	}
 	if s.stores != nil {
 		_ = s.stores.Close()
