@@ -69,6 +69,8 @@ func TestAdminGuessesThrottled(t *testing.T) {
 		return resp.StatusCode
 	}
 	guesser, admin := clientFrom("127.0.0.1"), clientFrom("127.0.0.2")
+	defer guesser.CloseIdleConnections()
+	defer admin.CloseIdleConnections()
 	var wrong []string
 	for i := range 3 {
 		tok := "guess-" + strings.Repeat(string(rune('a'+i)), 16)

@@ -153,7 +153,8 @@ func TestConnectionsClosed(t *testing.T) {
 	}
 	t.Run("long trace", func(t *testing.T) {
 		t.Parallel()
-		c := &http.Client{Timeout: 15 * time.Second}
+		c := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{}}
+		defer c.CloseIdleConnections()
 		resp, err := c.Get("http://" + addrs[2] + "/debug/pprof/trace?seconds=3600")
 		if err != nil {
 			t.Fatal(err)
