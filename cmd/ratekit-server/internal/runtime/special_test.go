@@ -18,9 +18,9 @@ import (
 // without reading: a FIFO (whose open or read would wait for a writer
 // forever) and a symlink to /dev/zero (endless).
 var specialFiles = map[string]func(path string) error{
-	"fifo":      func(p string) error { return syscall.Mkfifo(p, 0o644) },
-	"dev-zero":  func(p string) error { return os.Symlink("/dev/zero", p) },
-	"dev-null":  func(p string) error { return os.Symlink("/dev/null", p) },
+	"fifo":     func(p string) error { return syscall.Mkfifo(p, 0o644) },
+	"dev-zero": func(p string) error { return os.Symlink("/dev/zero", p) },
+	"dev-null": func(p string) error { return os.Symlink("/dev/null", p) },
 }
 
 // watchWithin runs runtime.Watch, failing the test if it has not returned
