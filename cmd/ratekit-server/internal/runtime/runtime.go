@@ -103,7 +103,7 @@ func readFile(path string) ([]byte, error) {
 	case info.IsDir():
 		return nil, errIsDir
 	case !info.Mode().IsRegular():
-		return nil, &config.Error{File: path, Msg: fmt.Sprintf("not a regular file (%s): refused unread", info.Mode().Type())}
+		return nil, &config.Error{File: path, Msg: fmt.Sprintf("not a regular file (%s): refused unread", kind(info.Mode()))}
 	case info.Size() > config.MaxFileSize:
 		return nil, tooLarge(path, info.Size())
 	}
@@ -115,6 +115,21 @@ func readFile(path string) ([]byte, error) {
 		return nil, tooLarge(path, int64(len(data)))
 	}
 	return data, nil
+}
+
+// kind names a file mode that is not a regular file's.
+func kind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "mode " + m.Type().String()
 }
 
 func tooLarge(path string, size int64) error {
