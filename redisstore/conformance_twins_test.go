@@ -17,7 +17,7 @@ import (
 
 // TestConformanceTwins drives a memorystore.Store and a redisstore.Store over
 // miniredis, on one clock, through the same random sequence of calls
-// (decisions, peeks and refunds, with and without bounds on the spend they
+// (decisions, peeks, refunds and charges, with and without bounds on the spend they
 // give back, some on keys whose limit changes from call
 // to call, some naming override keys that are set, cleared and expire
 // between calls) and requires identical results: the memorystore.Store computes what
@@ -40,7 +40,7 @@ func TestConformanceTwins(t *testing.T) {
 		}
 	}
 	ids := []string{"ip:192.0.2.1", "ip:192.0.2.2", "user:42"}
-	overridden := 0
+	overridden, charges, clamped := 0, 0, 0
 	for step := range 8000 {
 		if rng.IntN(3) == 0 {
 			// whole ms: a fixed window counts the time left in whole ms
@@ -73,7 +73,26 @@ func TestConformanceTwins(t *testing.T) {
 		}
 		var want, got []core.Result
 		var err1, err2 error
-		switch rng.IntN(8) {
+		var wantC, gotC []core.ChargeResult
+		switch rng.IntN(10) {
+		case 9:
+			// a charge whatever the keys hold, now and then past the bound
+			m := 1 + rng.IntN(40)
+			if rng.IntN(20) == 0 {
+				m = 1 << (30 + rng.IntN(30))
+			}
+			wantC, err1 = mem.(core.ChargeStore).ChargeAllN(ctx, checks, m)
+			gotC, err2 = mini.(core.ChargeStore).ChargeAllN(ctx, checks, m)
+			charges++
+			for i := range wantC {
+				want, got = append(want, wantC[i].Result), append(got, gotC[i].Result)
+				if wantC[i].Charged != gotC[i].Charged {
+					t.Fatalf("step %d, %v charge of %d: miniredis took %d, memory %d", step, checks[i].Limit, m, gotC[i].Charged, wantC[i].Charged)
+				}
+				if wantC[i].Charged < m {
+					clamped++
+				}
+			}
 		case 0:
 			want, err1 = mem.PeekAll(ctx, checks)
 			got, err2 = mini.PeekAll(ctx, checks)
@@ -111,6 +130,9 @@ func TestConformanceTwins(t *testing.T) {
 				overridden++
 			}
 		}
+	}
+	if charges < 500 || clamped < 100 {
+		t.Fatalf("fixture: only %d charges, %d of them clamped", charges, clamped)
 	}
 	if overridden < 200 {
 		t.Fatalf("fixture: only %d results under an override", overridden)

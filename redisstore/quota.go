@@ -42,20 +42,38 @@ func (s *Store) quota(ctx context.Context, set *scriptSet, checks []core.Check, 
 	if err := storecheck.Validate(checks, n); err != nil {
 		return nil, err
 	}
+	reply, err := s.quotaReply(ctx, set, checks, n, extra...)
+	if err != nil {
+		return nil, err
+	}
+	return parseQuotaReply(reply, checks)
+}
+
+// quotaReply runs set's script on checks at n, with extra after the
+// script's own arguments, and returns its reply.
+func (s *Store) quotaReply(ctx context.Context, set *scriptSet, checks []core.Check, n int, extra ...any) (string, error) {
 	var (
 		reply string
 		err   error
 	)
-	parse := parseReply
 	if storecheck.HasOverride(checks) {
 		reply, err = s.runOverride(ctx, s.quotas, overrideSets[set].of(checks), checks, n, extra...)
-		parse = parseOverrideReply
 	} else {
 		_, reply, err = s.runMany(ctx, s.quotas, set.of(checks), checks, n, extra...)
 	}
 	if err != nil {
 		s.reloadSlots(err)
-		return nil, fmt.Errorf("ratekit: redis: %w", err)
+		return "", fmt.Errorf("ratekit: redis: %w", err)
+	}
+	return reply, nil
+}
+
+// parseQuotaReply reads the reply of a peek, refund or charge script
+// (after the charge's own head) into one result per check.
+func parseQuotaReply(reply string, checks []core.Check) ([]core.Result, error) {
+	parse := parseReply
+	if storecheck.HasOverride(checks) {
+		parse = parseOverrideReply
 	}
 	results := make([]core.Result, len(checks))
 	if err := parse(reply, checks, results); err != nil {

@@ -49,8 +49,23 @@ func decideSource(entry string, algs []core.Algorithm) string {
 // (peek.lua) or, when refund is set, gives units back first (refund.lua,
 // then peek.lua), after the algorithm files of algs.
 func quotaSource(refund bool, algs ...core.Algorithm) string {
-	var b, checks, refunds strings.Builder
 	if refund {
+		return beforePeekSource("refund", algs)
+	}
+	return beforePeekSource("", algs)
+}
+
+// chargeSource assembles the script that charges checks whatever they
+// hold (charge.lua, then peek.lua), after the algorithm files of algs.
+func chargeSource(algs ...core.Algorithm) string { return beforePeekSource("charge", algs) }
+
+// beforePeekSource assembles peek.lua after the algorithm files of algs
+// and, unless kind is "", the file kind.lua, whose function before runs
+// first, with the algorithms' <name>_<kind> functions gathered into the
+// table kind + "s" (refunds, charges).
+func beforePeekSource(kind string, algs []core.Algorithm) string {
+	var b, checks, befores strings.Builder
+	if kind == "refund" {
 		b.WriteString(readScript("refund_slack.lua"))
 	}
 	for _, a := range algs {
@@ -58,14 +73,16 @@ func quotaSource(refund bool, algs ...core.Algorithm) string {
 		b.WriteString(readScript(name + ".lua"))
 		b.WriteByte('\n')
 		fmt.Fprintf(&checks, "[%d] = %s_check, ", a+1, name)
-		fmt.Fprintf(&refunds, "[%d] = %s_refund, ", a+1, name)
+		if kind != "" {
+			fmt.Fprintf(&befores, "[%d] = %s_%s, ", a+1, name, kind)
+		}
 	}
 	fmt.Fprintf(&b, "local checks = {%s}\n", checks.String())
-	if refund {
-		fmt.Fprintf(&b, "local refunds = {%s}\n", refunds.String())
-		b.WriteString(readScript("refund.lua"))
+	if kind != "" {
+		fmt.Fprintf(&b, "local %ss = {%s}\n", kind, befores.String())
+		b.WriteString(readScript(kind + ".lua"))
 	} else {
-		b.WriteString("local refund\n")
+		b.WriteString("local before\n")
 	}
 	b.WriteString(readScript("peek.lua"))
 	return b.String()
@@ -176,6 +193,7 @@ var (
 	decideScripts = withMany(newScriptSet(scriptSource), newScriptSet(manyDecideSource))
 	peekScripts   = newScriptSet(func(algs ...core.Algorithm) string { return quotaSource(false, algs...) })
 	refundScripts = newScriptSet(func(algs ...core.Algorithm) string { return quotaSource(true, algs...) })
+	chargeScripts = newScriptSet(chargeSource)
 )
 
 // withMany makes each script of many the many variant of set's script for

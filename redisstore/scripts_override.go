@@ -30,6 +30,7 @@ var (
 	overrideDecideScripts = newScriptSet(func(algs ...core.Algorithm) string { return overrideSource(scriptSource(algs...)) })
 	overridePeekScripts   = newScriptSet(func(algs ...core.Algorithm) string { return overrideSource(quotaSource(false, algs...)) })
 	overrideRefundScripts = newScriptSet(func(algs ...core.Algorithm) string { return overrideSource(quotaSource(true, algs...)) })
+	overrideChargeScripts = newScriptSet(func(algs ...core.Algorithm) string { return overrideSource(chargeSource(algs...)) })
 )
 
 // overrideSets maps each script set to its override variant.
@@ -37,6 +38,7 @@ var overrideSets = map[*scriptSet]*scriptSet{
 	decideScripts: overrideDecideScripts,
 	peekScripts:   overridePeekScripts,
 	refundScripts: overrideRefundScripts,
+	chargeScripts: overrideChargeScripts,
 }
 
 // parseOverrideReply decodes the reply of an override script (see

@@ -103,6 +103,21 @@
 //     stay distinct), and GCRA's units; a bound already past gives
 //     nothing, a bound of 0 sets none.
 //
+// Cases of [core.ChargeStore]'s method run when the store under test
+// implements it, each for each algorithm (skipped otherwise):
+//
+//   - ChargeIntoDebt: 3 spent of 10, then a charge of 15 lands whole; the
+//     key, in debt, denies a unit and peeks as denied with nothing left; a
+//     second charge lands too; a charge of a fresh key leaves its rest.
+//   - ChargeBounded: a charge of 2^50 units spends the debt bound (the
+//     capacity and [core.MaxDebtPeriods] × rate more; twice the rate for a
+//     sliding log) and says so; a key at its bound takes nothing more.
+//   - ChargeInvalid: no units, fewer than none, no checks and an invalid
+//     limit are refused.
+//   - ChargeRepaid (on a clock the suite steps): 25 charged under 10 per
+//     minute deny a unit until the RetryAfter the charge reports (for GCRA
+//     16 intervals) and allow it from then on.
+//
 // Cases of [core.QuotaStore]'s methods run when the store under test
 // implements it (skipped otherwise); their checks name an override key,
 // the storage key and ":override", and each result is checked for the

@@ -107,7 +107,7 @@ func Run(t *testing.T, newStore func(t *testing.T) core.Store, opts ...Option) {
 	if cfg.advance != nil && cfg.synctest {
 		t.Fatal("storetest: WithAdvance and WithSynctest both step the clock: pass one")
 	}
-	for _, c := range slices.Concat(cases, quotaCases, overrideCases) {
+	for _, c := range slices.Concat(cases, quotaCases, overrideCases, chargeCases) {
 		t.Run(c.name, func(t *testing.T) {
 			if c.steps && !cfg.frozen() {
 				t.Skip("storetest: this case steps the store's clock: run with WithAdvance or WithSynctest where the clock can be stepped")

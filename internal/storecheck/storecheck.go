@@ -172,3 +172,17 @@ func RefundBounds(checks []core.Check) string {
 	}
 	return string(b)
 }
+
+// ValidateCharge checks the arguments of a ChargeAllN, as Validate does
+// AllowAllN's but for a sliding log's cost, which a charge may pass, and
+// returns n clamped to [core.MaxCharge]: no key can take more.
+func ValidateCharge(checks []core.Check, n int) (int, error) {
+	if n < 1 {
+		return 0, fmt.Errorf("%w: a charge of %d units (want at least 1)", core.ErrInvalidCost, n)
+	}
+	n = min(n, core.MaxCharge)
+	if err := Validate(checks, min(n, core.MaxLogCost)); err != nil {
+		return 0, err
+	}
+	return n, nil
+}

@@ -96,3 +96,15 @@ local function fixed_refund(key, now, rate, period, burst, n, x)
     redis.call('DECRBY', key, n)
   end
 end
+
+-- fixed_charge spends up to n units whatever the window holds (see
+-- charge.lua): the count passes the rate (a debt, forgiven when the
+-- window ends, as every count is), but never rate * (d + 1), d being the
+-- debt bound in periods, nor 2^30, the most a count may hold. It returns
+-- the units spent.
+local function fixed_charge(key, now, rate, period, burst, n, d)
+  local c, left, fresh, window_end = fixed_read(key, now, period)
+  local add = math.min(n, math.max(0, math.min(rate * (d + 1), 1073741824) - c))
+  if add > 0 then fixed_commit(key, now, {c = c + add, fresh = fresh, window_end = window_end}, add) end
+  return add
+end

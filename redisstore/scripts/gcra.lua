@@ -101,3 +101,15 @@ local function gcra_refund(key, now, rate, period, burst, n)
     gcra_write(key, now, tat, interval)
   end
 end
+
+-- gcra_charge spends up to n units whatever the bucket holds (see
+-- charge.lua): the TAT moves n intervals on, past now + tolerance (a
+-- debt), but never past now + (burst + d * rate) intervals, d being the
+-- debt bound in periods. It returns the units spent.
+local function gcra_charge(key, now, rate, period, burst, n, d)
+  local interval = math.ceil(period / rate)
+  local tat = gcra_tat(key, redis.pcall('GET', key), now, interval)
+  local add = math.min(n, math.max(0, math.floor((now + (burst + d * rate) * interval - tat) / interval)))
+  if add > 0 then gcra_write(key, now, tat + add * interval, interval) end
+  return add
+end

@@ -2,7 +2,9 @@
 -- and spends nothing (a sliding log still trims what left its window).
 -- Loaded after the algorithm files it needs, a line gathering their
 -- functions into the table checks, indexed by algorithm number + 1, as for
--- decide.lua, and, in the refund script, after refund.lua.
+-- decide.lua, and, in the refund and charge scripts, after refund.lua or
+-- charge.lua, whose function before runs first and whose reply goes
+-- first.
 --
 -- KEYS: one key per limit, all of one identity (one Cluster hash tag).
 -- ARGV[1]: n, unused here (refund.lua's cost); ARGV[2..]: four values per
@@ -14,7 +16,7 @@
 
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
-if refund then refund(now) end
+local head = before and before(now) or ''
 local out = {}
 for i = 1, #KEYS do
   local a = 4 * i - 2
@@ -28,4 +30,4 @@ for i = 1, #KEYS do
     out[i] = string.format('0 %d %d %d', s.remaining, s.retry, reset)
   end
 end
-return table.concat(out, ' ')
+return head .. table.concat(out, ' ')

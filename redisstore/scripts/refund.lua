@@ -14,7 +14,7 @@
 -- The algorithm files' refund functions call refund_slack, from
 -- refund_slack.lua, loaded before them in the refund script alone.
 
-local function refund(now)
+local function before(now)
   local n = tonumber(ARGV[1])
   local bounds = {}
   local s = ARGV[4 * #KEYS + 2]

@@ -103,3 +103,17 @@ local function slidingcounter_refund(key, now, rate, period, burst, n, x)
     redis.call('HSET', key, 'sc', string.format('%d', math.max(0, c - n)))
   end
 end
+
+-- slidingcounter_charge spends up to n units whatever the windows hold
+-- (see charge.lua): the current window's count passes the rate (a debt,
+-- which weighs on the next window too), but never rate * (d + 1), d being
+-- the debt bound in periods. It returns the units spent.
+local function slidingcounter_charge(key, now, rate, period, burst, n, d)
+  local s = slidingcounter_check(key, now, rate, period, burst, 0)
+  local add = math.min(n, math.max(0, rate * (d + 1) - s.c))
+  if add > 0 then
+    s.c = s.c + add
+    slidingcounter_commit(key, now, s)
+  end
+  return add
+end

@@ -115,3 +115,24 @@ local function slidinglog_refund(key, now, rate, period, burst, n, x)
   end
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end
+
+-- slidinglog_charge spends up to n units whatever the log holds (see
+-- charge.lua): members past the rate (a debt), but never more than twice
+-- the rate in all, whatever the debt bound: every member leaves the window
+-- within a period, so more would keep the key denied no longer, only cost
+-- memory. It returns the units spent.
+local function slidinglog_charge(key, now, rate, period, burst, n, d)
+  local trimmed = redis.pcall('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - period))
+  if type(trimmed) == 'table' then
+    redis.call('DEL', key)
+    trimmed = 0
+  end
+  local c = redis.call('ZCARD', key)
+  local add = math.min(n, math.max(0, 2 * rate - c))
+  if add > 0 then
+    slidinglog_commit(key, now, {c = c, period = period}, add)
+  elseif trimmed > 0 and c > 0 then
+    redis.call('PEXPIRE', key, math.ceil(period / 1000) + 1)
+  end
+  return add
+end
