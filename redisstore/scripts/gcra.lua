@@ -104,8 +104,8 @@ end
 
 -- gcra_charge spends up to n units whatever the bucket holds (see
 -- charge.lua): the TAT moves n intervals on, past now + tolerance (a
--- debt), but never past now + (burst + d * rate) intervals, d being the
--- debt bound in periods. It returns the units spent.
+-- debt), but never past now + (burst + d * rate) intervals, where d is
+-- the debt bound in periods. It returns the units it spent.
 local function gcra_charge(key, now, rate, period, burst, n, d)
   local interval = math.ceil(period / rate)
   local tat = gcra_tat(key, redis.pcall('GET', key), now, interval)
