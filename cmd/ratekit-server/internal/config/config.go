@@ -186,6 +186,15 @@ type Rule struct {
 	// Name is rate_limit's name, Replaces the names it replaces.
 	Name     string
 	Replaces []string
+	// HitsAlwaysLand (ratekit's hits_always_land) lets every call's hits
+	// land, as envoy's counting does, under ratekit's algorithms too: a
+	// call whose hits do not fit is answered OVER_LIMIT and charged all
+	// the same (core.Limiter.Charge), into a debt bounded by
+	// core.MaxDebtPeriods, so that the hits a gateway sends once an answer
+	// is done (Envoy Gateway's cost.response, Envoy AI Gateway's token
+	// counts) are never lost, and later calls are over until the debt is
+	// repaid.
+	HitsAlwaysLand bool
 	// File and Line tell where the rule was written.
 	File string
 	Line int

@@ -44,7 +44,7 @@ var envoyKeys = map[string]bool{
 // ratekitKeys are ratekit's own keys, with the level they belong to.
 var ratekitKeys = map[string]string{
 	"algorithm": "rate_limit", "burst": "rate_limit", "unit_multiplier": "rate_limit",
-	"period": "rate_limit", "limits": "descriptor",
+	"period": "rate_limit", "limits": "descriptor", "hits_always_land": "descriptor",
 }
 
 // Limits on what one file may make the parser do.
@@ -523,6 +523,7 @@ type rawDescriptor struct {
 	rateLimit, limits                             *yaml.Node
 	childList                                     []*yaml.Node
 	shadow, quota, detailed, valueToMetric, share bool
+	alwaysLand                                    bool
 }
 
 // descriptor loads descriptor dn, and the descriptors under it, as a
@@ -599,6 +600,8 @@ func (p *parser) rawDescriptor(dn *yaml.Node) (rawDescriptor, error) {
 			r.valueToMetric, err = p.boolean(pr)
 		case "share_threshold":
 			r.share, err = p.boolean(pr)
+		case "hits_always_land":
+			r.alwaysLand, err = p.boolean(pr)
 		default:
 			err = p.checkKey(pr, "descriptor", false)
 		}
@@ -626,7 +629,8 @@ func (p *parser) rateLimit(pr pair) (*yaml.Node, error) {
 
 // rule reads a descriptor's rate_limit and ratekit's limits.
 func (p *parser) rule(r *rawDescriptor, fullKey string, dn *yaml.Node) (*Rule, error) {
-	rule := &Rule{FullKey: fullKey, ShadowMode: r.shadow, QuotaMode: r.quota, DetailedMetric: r.detailed, File: p.file, Line: dn.Line}
+	rule := &Rule{FullKey: fullKey, ShadowMode: r.shadow, QuotaMode: r.quota, DetailedMetric: r.detailed,
+		HitsAlwaysLand: r.alwaysLand, File: p.file, Line: dn.Line}
 	first, err := p.limit(r.rateLimit, rule, "rate_limit", nil)
 	if err != nil {
 		return nil, err

@@ -586,8 +586,33 @@ func (s *Service) decideNative(ctx context.Context, d *descriptor) error {
 	}
 	lr := dec.Results[dec.Limiting]
 	d.limit = d.rule.Limits[dec.Limiting]
+	if !dec.Allowed && err == nil && d.rule.HitsAlwaysLand {
+		res, err := s.chargeNative(ctx, d, rules, dec.Limiting)
+		if err != nil {
+			return err
+		}
+		lr.Result = res
+	}
 	d.settle(s, lr.Result, nil)
 	return nil
+}
+
+// chargeNative charges d's hits, which its limits denied, to each of them
+// all the same (hits_always_land), and returns what the limit at limiting
+// holds after the charge: a debt, over until it is repaid.
+func (s *Service) chargeNative(ctx context.Context, d *descriptor, rules []core.Rule, limiting int) (core.Result, error) {
+	var out core.Result
+	for i, r := range rules {
+		res, err := s.native.Charge(ctx, r, d.identity, int(d.hits))
+		if err != nil && !errors.Is(err, core.ErrUnavailable) {
+			return core.Result{}, s.storeError(ctx, err)
+		}
+		if i == limiting {
+			out = res.Result
+			out.Allowed = false
+		}
+	}
+	return out, nil
 }
 
 // peekNative answers a look at every limit of d: over when any limit has
