@@ -143,6 +143,12 @@ func build(fn string, l *core.Limiter, rules []core.Rule, opts []Option) (func(h
 				return
 			}
 			out.Headers.SetHTTP(w.Header())
+			if m.Charging() && out.Proceed() {
+				// charged once the handler returns, or panics
+				meter := new(adapter.Meter)
+				r = r.WithContext(adapter.WithMeter(r.Context(), meter))
+				defer m.Charge(r.Context(), out, meter)
+			}
 			h.answer(next, w, r, &out)
 		})
 	}, nil
@@ -220,6 +226,19 @@ func (w *statusRecorder) Flush() {
 
 // Unwrap returns the wrapped writer, for [http.ResponseController].
 func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// WithCharged makes the named rules charge what each answer cost once it is
+// done, as its handler reports it with [AddCost]: a request is admitted while
+// its key is not in debt, and the answer's units are charged whatever is
+// left, in the background once the handler returns (or panics), so that
+// the next requests wait out the debt ([adapter.Config.Charged]).
+func WithCharged(rules ...string) Option { return adapter.WithCharged[hooks](rules...) }
+
+// AddCost counts n more units of the answer to r, for the rules of
+// [WithCharged]: call it as the answer is produced (each streamed token),
+// so that an answer cut short is charged what was sent. Without such
+// rules it does nothing.
+func AddCost(r *http.Request, n int) { adapter.MeterOf(r.Context()).Add(n) }
 
 // MustNew is [New] for rules and options fixed at start-up: it panics if
 // they are invalid.

@@ -78,6 +78,14 @@ type Config struct {
 	// of the middlewares inside it. The adapter follows the answer with a
 	// [Tally].
 	CountOnly map[string]func(status int) bool
+	// Charged names the rules whose cost is known only once the answer is
+	// done, such as a language model's tokens: the handler reports the
+	// units of its answer as it produces them ([Meter]), and once it
+	// returns (or panics) the adapter charges what it reported to those
+	// rules, whatever they have left ([core.Limiter.ChargeDecision]), in
+	// the background. A request is admitted while its key is not in debt;
+	// the decision's own cost is part of the charge.
+	Charged []string
 }
 
 // Middleware is the logic that every adapter shares: it checks a request
@@ -87,6 +95,7 @@ type Config struct {
 type Middleware struct {
 	check      func(context.Context, core.Request, []core.Rule, []core.RuleResult) (core.Decision, error) // the core.Limiter's CheckInto; tests replace it
 	refund     func(context.Context, core.Decision, ...string) error                                      // the core.Limiter's Refund
+	charge     func(context.Context, core.Decision, int, ...string) ([]core.ChargeResult, error)          // the core.Limiter's ChargeDecision
 	rules      []core.Rule                                                                                // without cfg.Rules
 	view       atomic.Pointer[ruleView]                                                                   // with cfg.Rules
 	cfg        Config
@@ -126,7 +135,7 @@ func newMiddleware(l *core.Limiter, rules []core.Rule, cfg Config) (*Middleware,
 	if cfg.FailClosedStatus == 0 {
 		cfg.FailClosedStatus = http.StatusServiceUnavailable
 	}
-	m := &Middleware{check: l.CheckInto, refund: l.Refund, cfg: cfg}
+	m := &Middleware{check: l.CheckInto, refund: l.Refund, charge: l.ChargeDecision, cfg: cfg}
 	if cfg.Rules != nil {
 		rules = cfg.Rules.Rules()
 	}

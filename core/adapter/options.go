@@ -91,6 +91,15 @@ func WithRuleSet[H any](set *core.RuleSet) Option[H] {
 	}
 }
 
+// WithCharged makes the named rules charge the cost of each answer once
+// it is done, as its handler reports it ([Config.Charged], [Meter]).
+func WithCharged[H any](rules ...string) Option[H] {
+	return func(s *Settings[H]) error {
+		s.Charged = append(s.Charged, rules...)
+		return nil
+	}
+}
+
 // WithCountOnly makes the named rule count only the answers whose status
 // count reports true, such as a login's 401s: see [Config.CountOnly]. The
 // rule's unit is reserved before the next handler runs and given back when
