@@ -6,8 +6,8 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/keyfuncs"
-	"github.com/ratekit/ratekit/memorystore"
 	"github.com/ratekit/ratekit/livepage"
+	"github.com/ratekit/ratekit/memorystore"
 )
 
 // A Limiter's live page under /ratekit/: the Recorder observes the
