@@ -161,8 +161,9 @@ async function write(action, extra) {
     method: "POST", cache: "no-store",
     headers: { Authorization: "Bearer " + $("token").value },
   });
-  $("result").textContent = res.ok ? `${action}: done for ${id} under ${$("rule").value}` : `${action} refused: ${res.status} ${(await res.text()).trim()}`;
-  if (res.ok) $("peek").click();
+  const msg = res.ok ? `${action}: done for ${id} under ${$("rule").value}` : `${action} refused: ${res.status} ${(await res.text()).trim()}`;
+  if (res.ok) await peek(new Event("submit"));
+  $("result").textContent = msg;
 }
 
 $("lookup").addEventListener("submit", peek);
