@@ -139,6 +139,7 @@ func (r *Recorder) DecidedIdentity(_ context.Context, e core.DecisionEvent, iden
 		if identity == "" || float64(e.Remaining) > r.opts.NearShare*float64(capacity) {
 			return
 		}
+		s.seen(&e)
 		s.mu.Lock()
 		s.near.add(identity, 1)
 		s.mu.Unlock()
@@ -148,6 +149,7 @@ func (r *Recorder) DecidedIdentity(_ context.Context, e core.DecisionEvent, iden
 	default:
 		s.denied.Add(1)
 	}
+	s.seen(&e)
 	if identity != "" {
 		s.mu.Lock()
 		s.deniedNow.add(identity, 1)
@@ -155,16 +157,12 @@ func (r *Recorder) DecidedIdentity(_ context.Context, e core.DecisionEvent, iden
 	}
 }
 
-// rule returns the stats of the named rule, made on first sight.
+// rule returns the stats of the named rule, made on first sight. The
+// rule's limit and shadow state are kept from its first decision and from
+// every denial and near-limit allowance (the slow path), so an allowance
+// costs no more than a map look-up and an atomic addition.
 func (r *Recorder) rule(name string, e *core.DecisionEvent) *ruleStats {
 	if s := (*r.rules.Load())[name]; s != nil {
-		if e.Shadow != s.shadow.Load() {
-			s.shadow.Store(e.Shadow)
-		}
-		if l := s.limit.Load(); l == nil || *l != e.Limit {
-			lim := e.Limit
-			s.limit.Store(&lim)
-		}
 		return s
 	}
 	r.mu.Lock()
@@ -186,6 +184,17 @@ func (r *Recorder) rule(name string, e *core.DecisionEvent) *ruleStats {
 	m[name] = s
 	r.rules.Store(&m)
 	return s
+}
+
+// seen keeps the limit and shadow state of e's rule.
+func (s *ruleStats) seen(e *core.DecisionEvent) {
+	if e.Shadow != s.shadow.Load() {
+		s.shadow.Store(e.Shadow)
+	}
+	if l := s.limit.Load(); l == nil || *l != e.Limit {
+		lim := e.Limit
+		s.limit.Store(&lim)
+	}
 }
 
 // StoreCalled counts a store call's latency and error.
