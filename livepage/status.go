@@ -16,7 +16,8 @@ type Status struct {
 	// ShowIdentities reports whether identities are shown as made, not
 	// hashed.
 	ShowIdentities bool `json:"show_identities"`
-	// Writable reports whether the page takes writes with a token.
+	// Writable reports whether the page takes writes with a token: it was
+	// given one, and rules to write by.
 	Writable bool            `json:"writable"`
 	Limiters []LimiterStatus `json:"limiters"`
 	Rules    []RuleStatus    `json:"rules"`
@@ -100,8 +101,10 @@ const topShown = 20
 // Status returns the page's data now.
 func (h *Handler) Status(ctx context.Context) Status {
 	st := Status{Generated: time.Now().UTC(), Process: h.sources[0].Recorder.opts.Process,
-		ShowIdentities: h.opts.ShowIdentities, Writable: h.opts.Token != "",
-		Limiters: []LimiterStatus{}, Rules: []RuleStatus{}}
+		ShowIdentities: h.opts.ShowIdentities, Limiters: []LimiterStatus{}, Rules: []RuleStatus{}}
+	for _, src := range h.sources {
+		st.Writable = st.Writable || h.opts.Token != "" && src.Rules != nil
+	}
 	for _, src := range h.sources {
 		rec := src.Recorder
 		ls := LimiterStatus{Name: src.Name, FailurePolicy: src.Limiter.FailurePolicy().String(),
