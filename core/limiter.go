@@ -210,6 +210,7 @@ type Limiter struct {
 	shadow     bool
 	observer   Observer // nil when none; several are an observers
 	logger     *slog.Logger
+	denialLog  *denialLog // nil unless WithDenialLog
 	onError    func(error)
 	onBreaker  func(from, to BreakerState)
 	errLog     logBudget

@@ -86,11 +86,13 @@ func (m observers) BreakerChanged(from, to BreakerState) {
 	}
 }
 
-// observe tells the observer and the debug log about a decision.
+// observe tells the observer, the debug log and the denial log
+// ([WithDenialLog]) about a decision.
 // rules holds the planned rule of each of d's results.
 func (l *Limiter) observe(ctx context.Context, d *Decision, rules []planned) {
 	debug := l.logger != nil && l.logger.Enabled(ctx, slog.LevelDebug)
-	if l.observer == nil && !debug {
+	denials := l.denialLog != nil && l.logger != nil
+	if l.observer == nil && !debug && !denials {
 		return
 	}
 	for i := range d.Results {
@@ -98,7 +100,10 @@ func (l *Limiter) observe(ctx context.Context, d *Decision, rules []planned) {
 		p := &rules[i]
 		e := DecisionEvent{Rule: r.Rule, Result: r.Result, Shadow: r.Shadow, Cached: p.cached}
 		if l.observer != nil {
-			l.observer.Decided(ctx, e)
+			tell(ctx, l.observer, e, p.identity)
+		}
+		if denials && !r.Allowed {
+			l.logDenial(ctx, &e, p)
 		}
 		if debug {
 			l.logger.LogAttrs(ctx, slog.LevelDebug, "ratekit: decision",

@@ -49,7 +49,8 @@ func newServer(limiter *core.Limiter, rules app.Rules, extra app.Extra) (app.Ser
 		return c.NoContent(rules.LoginStatus(c.Request().Header.Get(app.PasswordHeader)))
 	}, login)
 	e.GET(app.HealthzPath, func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
-	if extra.Metrics != nil { // -metrics
+	e.Any(app.PagePath+"*", echo.WrapHandler(extra.Page)) // the live page, never limited
+	if extra.Metrics != nil {                             // -metrics
 		e.GET(app.MetricsPath, echo.WrapHandler(extra.Metrics))
 	}
 	if extra.Admin != nil { // ADMIN_TOKEN

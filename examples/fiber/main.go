@@ -50,7 +50,8 @@ func newServer(limiter *core.Limiter, rules app.Rules, extra app.Extra) (app.Ser
 		return c.SendStatus(rules.LoginStatus(c.Get(app.PasswordHeader)))
 	})
 	f.Get(app.HealthzPath, func(c *fiber.Ctx) error { return c.SendString("ok\n") })
-	if extra.Metrics != nil { // -metrics
+	f.All(app.PagePath+"*", adaptor.HTTPHandler(extra.Page)) // the live page, never limited
+	if extra.Metrics != nil {                                // -metrics
 		f.Get(app.MetricsPath, adaptor.HTTPHandler(extra.Metrics))
 	}
 	if extra.Admin != nil { // ADMIN_TOKEN

@@ -15,5 +15,6 @@ func TestBadFlags(t *testing.T)    { apptest.CheckBadFlags(t) }
 func TestMetrics(t *testing.T)     { apptest.TestMetrics(t) }
 func TestLogin(t *testing.T)       { apptest.TestLogin(t) }
 func TestAdmin(t *testing.T)       { apptest.TestAdmin(t) }
+func TestLivePage(t *testing.T)    { apptest.TestLivePage(t) }
 func TestReload(t *testing.T)      { apptest.TestReload(t) }
 func TestPlans(t *testing.T)       { apptest.TestPlans(t) }

@@ -52,7 +52,8 @@ func newServer(limiter *core.Limiter, rules app.Rules, extra app.Extra) (app.Ser
 	})
 	f.Get(app.HealthzPath, func(c fiber.Ctx) error { return c.SendString("ok\n") })
 	// Fiber v3 serves a net/http handler as it is
-	if extra.Metrics != nil { // -metrics
+	f.All(app.PagePath+"*", extra.Page) // the live page, never limited
+	if extra.Metrics != nil {           // -metrics
 		f.Get(app.MetricsPath, extra.Metrics)
 	}
 	if extra.Admin != nil { // ADMIN_TOKEN

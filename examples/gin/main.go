@@ -47,7 +47,8 @@ func newServer(limiter *core.Limiter, rules app.Rules, extra app.Extra) (app.Ser
 	r.GET(app.StrictPath, strict, func(c *gin.Context) { c.String(http.StatusOK, "hello from gin, strictly\n") })
 	r.POST(app.LoginPath, login, func(c *gin.Context) { c.Status(rules.LoginStatus(c.GetHeader(app.PasswordHeader))) })
 	r.GET(app.HealthzPath, func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
-	if extra.Metrics != nil { // -metrics
+	r.Any(app.PagePath+"*file", gin.WrapH(extra.Page)) // the live page, never limited
+	if extra.Metrics != nil {                          // -metrics
 		r.GET(app.MetricsPath, gin.WrapH(extra.Metrics))
 	}
 	if extra.Admin != nil { // ADMIN_TOKEN

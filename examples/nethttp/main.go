@@ -51,7 +51,8 @@ func newServer(limiter *core.Limiter, rules app.Rules, extra app.Extra) (app.Ser
 	mux.HandleFunc("GET "+app.HealthzPath, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
-	if extra.Metrics != nil { // -metrics
+	mux.Handle(app.PagePath, extra.Page) // the live page, never limited
+	if extra.Metrics != nil {            // -metrics
 		mux.Handle("GET "+app.MetricsPath, extra.Metrics)
 	}
 	if extra.Admin != nil { // ADMIN_TOKEN

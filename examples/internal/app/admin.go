@@ -46,12 +46,12 @@ type Quota struct {
 	ResetAfter int64 `json:"reset_after_seconds"`
 }
 
-// Unlimited reports whether no rate rule limits path: /healthz, /metrics
-// and the admin routes, which health checks, Prometheus and operators call
+// Unlimited reports whether no rate rule limits path: /healthz, /metrics,
+// the live page ([PagePath]) and the admin routes, which health checks, Prometheus and operators call
 // on their own schedule. (The admin routes throttle wrong tokens: see
 // [AdminQuotaPath].)
 func Unlimited(path string) bool {
-	return path == HealthzPath || path == MetricsPath || strings.HasPrefix(path, "/admin/")
+	return path == HealthzPath || path == MetricsPath || strings.HasPrefix(path, "/admin/") || strings.HasPrefix(path, PagePath)
 }
 
 // adminHandler serves the admin routes over limiter's rules, to requests

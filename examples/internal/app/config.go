@@ -91,6 +91,10 @@ type Config struct {
 	// Addr: the Limiter's decisions, store calls and breaker (package
 	// promlimit), the Go runtime's and the process's.
 	Metrics bool
+	// ShowIdentities shows identities on the live page and in the denial
+	// log as the key function makes them (-show-identities,
+	// SHOW_IDENTITIES=1); else they are hashed.
+	ShowIdentities bool
 	// NoBatch sends each Redis call by itself ([redisstore.WithoutBatching],
 	// -batch=false) instead of pipelining the calls of concurrent
 	// requests, as [redisstore.New] does by default over one server
@@ -160,6 +164,7 @@ var EnvVars = []struct{ Flag, Env string }{
 	{"trusted-proxies", "TRUSTED_PROXIES"},
 	{"fail", "FAIL"},
 	{"metrics", "METRICS"},
+	{"show-identities", "SHOW_IDENTITIES"},
 	{"batch", "BATCH"},
 	{"lease", "LEASE"},
 	{"timeout", "TIMEOUT"},
@@ -205,6 +210,7 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	fs.StringVar(&trusted, "trusted-proxies", "", "`CIDRs` of proxies whose X-Forwarded-For is believed, comma-separated")
 	fs.StringVar(&f, "fail", "local", "when Redis fails: local (count per replica), open (allow) or closed (deny with 503)")
 	fs.BoolVar(&c.Metrics, "metrics", false, "serve Prometheus metrics at /metrics on -addr, never limited")
+	fs.BoolVar(&c.ShowIdentities, "show-identities", false, "show identities on the live page ("+PagePath+") and in the denial log, not hashed")
 	fs.BoolVar(&batch, "batch", true, "pipeline the Redis calls of concurrent requests, the library's default; -batch=false sends each by itself")
 	fs.BoolVar(&c.Lease, "lease", false, "serve hot keys from leases of their limits' units: fewer round trips, an overshoot of up to the lease size less one per replica")
 	fs.DurationVar(&c.Timeout, "timeout", core.DefaultTimeout, "the `deadline` of each Redis call, such as 50ms or 1s; past it the -fail policy decides")

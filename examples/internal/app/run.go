@@ -42,6 +42,10 @@ type Build func(limiter *core.Limiter, rules Rules, extra Extra) (Server, error)
 type Extra struct {
 	// Metrics serves GET [MetricsPath] with -metrics.
 	Metrics http.Handler
+	// Page serves the live page under [PagePath], always: GET for the page
+	// and its data, POST for its writes (with ADMIN_TOKEN). Mount it for
+	// every method under the prefix, never limited.
+	Page http.Handler
 	// Admin serves GET [AdminQuotaPath] and POST [AdminResetPath] when
 	// ADMIN_TOKEN is set; it answers 401 itself to requests without it,
 	// and throttles wrong tokens.
@@ -115,8 +119,15 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 		core.WithTimeout(cfg.Timeout),
 		core.WithLogger(log),
 		core.WithPrefix(cfg.Prefix),
+		core.WithDenialLog(core.DenialLog{ShowIdentity: cfg.ShowIdentities}),
 	}
 	var extra Extra
+	recorder, err := newRecorder(backend, cfg)
+	if err != nil {
+		return fail("cannot set up the live page", err)
+	}
+	defer recorder.Close()
+	opts = append(opts, core.WithObserver(recorder))
 	if cfg.Metrics {
 		collector, handler, err := newMetrics()
 		if err != nil {
@@ -156,6 +167,9 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 			return fail("cannot build the admin routes", err)
 		}
 	}
+	if extra.Page, err = newPage(limiter, recorder, rules, cfg); err != nil {
+		return fail("cannot build the live page", err)
+	}
 	srv, err := build(limiter, rules, extra)
 	if err != nil {
 		return fail("cannot build the server", err)
@@ -172,6 +186,7 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 	if cfg.AdminToken != "" {
 		log.Info("admin routes", "quota", base+AdminQuotaPath+"?rule=default&identity=ip:127.0.0.1", "reset", "POST "+base+AdminResetPath)
 	}
+	log.Info("live page", "url", base+PagePath, "identities", map[bool]string{true: "shown", false: "hashed"}[cfg.ShowIdentities])
 	if cfg.Metrics {
 		log.Info("Prometheus metrics", "url", base+MetricsPath)
 	}

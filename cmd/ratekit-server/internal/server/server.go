@@ -35,6 +35,7 @@ import (
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/stats"
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/keyfuncs"
+	"github.com/ratekit/ratekit/livepage"
 	"github.com/ratekit/ratekit/memorystore"
 	"github.com/ratekit/ratekit/nethttp"
 	"github.com/ratekit/ratekit/promlimit"
@@ -48,11 +49,13 @@ type Server struct {
 	compatL *core.Limiter
 	nativeL *core.Limiter
 	adminL  *core.Limiter // wrong admin tokens
-	svc     *service.Service
-	stats   *stats.Stats
-	health  *healthState
-	watcher *runtime.Watcher
-	flusher *stats.Flusher
+	// the live page's observers of compatL and nativeL, in that order
+	recorders []*livepage.Recorder
+	svc       *service.Service
+	stats     *stats.Stats
+	health    *healthState
+	watcher   *runtime.Watcher
+	flusher   *stats.Flusher
 
 	grpc       *grpc.Server
 	grpcLis    net.Listener
@@ -174,7 +177,15 @@ func (s *Server) limiters(reg *prometheus.Registry) error {
 				return err
 			}
 		}
-		opts := append(append(append([]core.Option(nil), common...), l.opts...), core.WithObserver(service.Observer(col)))
+		rec, err := livepage.NewRecorder(livepage.RecorderOptions{})
+		if err != nil {
+			return err
+		}
+		s.recorders = append(s.recorders, rec)
+		// both through service.Observer, whose rule names stay bounded
+		// (the live page then counts decisions, but keeps no offenders)
+		opts := append(append(append([]core.Option(nil), common...), l.opts...),
+			core.WithObserver(service.Observer(col)), core.WithObserver(service.Observer(rec)))
 		lim, err := core.NewLimiter(l.store, opts...)
 		if err != nil {
 			return fmt.Errorf("%s limiter: %w", l.name, err)
@@ -202,7 +213,11 @@ func (s *Server) listen(reg *prometheus.Registry) error {
 	if err := s.serveHTTP("HTTP", net.JoinHostPort(set.Host, strconv.Itoa(set.Port)), mux, set.WriteTimeout); err != nil {
 		return err
 	}
-	if err := s.serveHTTP("debug", net.JoinHostPort(set.DebugHost, strconv.Itoa(set.DebugPort)), s.debugMux(), set.WriteTimeout); err != nil {
+	dmux, err := s.debugMux()
+	if err != nil {
+		return err
+	}
+	if err := s.serveHTTP("debug", net.JoinHostPort(set.DebugHost, strconv.Itoa(set.DebugPort)), dmux, set.WriteTimeout); err != nil {
 		return err
 	}
 	if set.UsePrometheus {
@@ -304,15 +319,27 @@ func (s *Server) adminThrottle(h http.Handler) (http.Handler, error) {
 
 // debugMux returns the handlers of the debug port, as envoy's: the
 // configuration, pprof (unless RATEKIT_PPROF=false), and at / the list of
-// them.
-func (s *Server) debugMux() *http.ServeMux {
+// them; and ratekit's live page of both Limiters at /ratekit/ (package
+// livepage), read-only: the service's rules are descriptors, and its
+// peeks and resets are /admin/'s.
+func (s *Server) debugMux() (*http.ServeMux, error) {
 	endpoints := map[string]string{
+		"/ratekit/": "the live page: rules, decisions per second, top offenders, the store's health",
 		"/rlconfig": "print out the currently loaded configuration for debugging",
 	}
 	dmux := http.NewServeMux()
 	dmux.HandleFunc("/rlconfig", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, s.svc.Config().Dump())
 	})
+	if len(s.recorders) == 2 {
+		page, err := livepage.New(livepage.Options{},
+			livepage.Source{Name: "compatible", Limiter: s.compatL, Recorder: s.recorders[0]},
+			livepage.Source{Name: "ratekit", Limiter: s.nativeL, Recorder: s.recorders[1]})
+		if err != nil {
+			return nil, err
+		}
+		dmux.Handle("/ratekit/", page)
+	}
 	if s.set.Pprof {
 		endpoints["/debug/pprof/"] = "root of various pprof endpoints. hit for help."
 		endpoints["/debug/pprof/profile"] = "CPU profiling endpoint"
@@ -336,7 +363,7 @@ func (s *Server) debugMux() *http.ServeMux {
 			fmt.Fprintf(w, "%s: %s\n", k, endpoints[k])
 		}
 	})
-	return dmux
+	return dmux, nil
 }
 
 // maxSeconds refuses a pprof request whose seconds= is longer than max:
@@ -469,6 +496,9 @@ func (s *Server) Close() {
 	}
 	if s.adminL != nil {
 		_ = s.adminL.Close()
+	}
+	for _, r := range s.recorders {
+		_ = r.Close()
 	}
 	if s.stores != nil {
 		_ = s.stores.Close()

@@ -74,6 +74,12 @@ func TestLifecycle(t *testing.T) {
 	if c, body := get(t, addrs[2], "/rlconfig"); c != 200 || !strings.Contains(body, "d.k: unit=MINUTE requests_per_unit=1") {
 		t.Fatalf("/rlconfig: %d %q", c, body)
 	}
+	if c, body := get(t, addrs[2], "/ratekit/status.json"); c != 200 || !strings.Contains(body, `"name": "compatible"`) || !strings.Contains(body, `"name": "ratekit"`) {
+		t.Fatalf("/ratekit/status.json on the debug port: %d %q", c, body)
+	}
+	if c, body := get(t, addrs[2], "/ratekit/"); c != 200 || !strings.Contains(body, "ratekit") {
+		t.Fatalf("/ratekit/ on the debug port: %d %q", c, body)
+	}
 	if c, body := get(t, addrs[3], "/metrics"); c != 200 || !strings.Contains(body, "ratelimit_service_config_load_success 1") || !strings.Contains(body, "ratekit_breaker_state") {
 		t.Fatalf("/metrics: %d\n%s", c, body)
 	}
