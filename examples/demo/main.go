@@ -16,7 +16,9 @@
 //     state solves;
 //  3. stops Redis: every request is still answered, and each replica limits
 //     locally (the default fail-local policy) with a quarter of the limit
-//     (core.WithReplicas), so the fleet stays near the global limit;
+//     (core.WithReplicas, rounded up), so the fleet stays near the global
+//     limit: exactly at it here, where the limit divides by four and the
+//     traffic is spread evenly;
 //  4. brings Redis back, waits for the circuit breakers to close, and shows
 //     the exact global limit again.
 //
@@ -240,7 +242,13 @@ func (d *demo) run() error {
 	d.printf("  Every request was answered. Each replica's circuit breaker opened after a few failed\n")
 	d.printf("  store calls (%d of %d are open; %d calls failed in all, probes included), and from then\n", open, len(frameworks), d.errors.Load())
 	d.printf("  on no request waited for Redis. Each replica let %d per client through: the limit / %d,\n", per, len(frameworks))
-	d.printf("  as core.WithReplicas(%d) asks.\n", len(frameworks))
+	d.printf("  rounded up, as core.WithReplicas(%d) asks. So the fleet holds near the global limit:\n", len(frameworks))
+	if per*len(frameworks) == d.s.limit {
+		d.printf("  exactly it here, as %d divides by %d and the load balancer spreads each client's\n", d.s.limit, len(frameworks))
+		d.printf("  requests evenly. Uneven traffic lets less through, and a share rounded up more.\n")
+	} else {
+		d.printf("  %d per client here, as each share is rounded up. Uneven traffic lets less through.\n", per*len(frameworks))
+	}
 	if want := per * len(frameworks) * d.s.clients; st.total().allowed != want || st.total().other != 0 {
 		d.fail("Redis down: %d allowed and %d other answers, want %d and 0", st.total().allowed, st.total().other, want)
 	}
