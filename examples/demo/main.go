@@ -46,10 +46,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/examples/internal/app"
+	"github.com/ratekit/ratekit/examples/internal/serve"
+	"github.com/ratekit/ratekit/keyfuncs"
 	"github.com/ratekit/ratekit/memorystore"
 	"github.com/ratekit/ratekit/redisstore"
 )
+
+// defaultRule is the demo's rule, named as the example apps name theirs.
+const defaultRule = "default"
 
 // settings size the demo.
 type settings struct {
@@ -124,16 +128,11 @@ func (d *demo) printf(format string, args ...any) { fmt.Fprintf(d.out, format, a
 func (d *demo) run() error {
 	// The replicas stand behind a load balancer on this host, which they
 	// trust to say who the client is in X-Forwarded-For.
-	cfg := app.Config{
-		Limit: d.s.limit, StrictLimit: 1, LoginLimit: app.DefaultLoginLimit, Period: time.Hour, Algorithm: core.GCRA,
-		KeyMode:        app.KeyIP,
-		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")},
-	}
-	rules, err := cfg.Rules()
+	clientIP, err := keyfuncs.IP(keyfuncs.TrustedProxies(netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")))
 	if err != nil {
 		return err
 	}
-	d.rules = rules.Default.Rules()
+	d.rules = []core.Rule{{Name: defaultRule, Limit: core.PerHour(d.s.limit), Key: clientIP}} // GCRA
 
 	d.printf("ratekit demo: one rate limit, held exactly across replicas\n\n")
 	mr := miniredis.NewMiniRedis()
@@ -159,7 +158,7 @@ func (d *demo) run() error {
 			core.WithReplicas(len(frameworks)), // during an outage, each counts a quarter
 			// The demo's Redis shares this process's CPU with the clients
 			// and three other replicas; a service keeps the 50 ms default.
-			core.WithTimeout(app.StoreTimeout),
+			core.WithTimeout(serve.StoreTimeout),
 			core.OnError(func(error) { d.errors.Add(1) }),
 		)...)
 		if err != nil {
@@ -179,7 +178,7 @@ func (d *demo) run() error {
 		}
 		d.printf("  %-9s %-9s %s\n", label, r.name, r.url)
 	}
-	d.printf("  Limit     %d requests per client per hour (rule %q, GCRA), keyed by client IP\n", d.s.limit, app.DefaultRule)
+	d.printf("  Limit     %d requests per client per hour (rule %q, GCRA), keyed by client IP\n", d.s.limit, defaultRule)
 	d.printf("  Traffic   %d clients, %d requests each, spread round-robin over the replicas by a\n", d.s.clients, d.s.perClient)
 	d.printf("            load balancer that the replicas trust to set X-Forwarded-For\n")
 	global := d.s.clients * d.s.limit
