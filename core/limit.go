@@ -87,10 +87,17 @@ const MaxLogCost = 400
 // is the GCRA bucket's capacity: how many units may pass at once after a quiet
 // spell; the window algorithms ignore it and their capacity is Rate.
 //
-// A Limit is a plain value; build one with [PerSecond], [PerMinute] or
-// [PerHour], or as a literal, and refine it with [Limit.WithBurst] and
-// [Limit.WithAlgorithm]. Invalid limits are rejected by [Limit.Validate],
-// which every constructor of a rule, store call and limiter runs.
+// An unset Algorithm (the zero value) is [GCRA], which spaces units evenly
+// over the period: after a burst, the next unit is due one Period/Rate
+// later, not at the end of a window, so a PerMinute(5) that is spent answers
+// with a RetryAfter of 12s. [FixedWindow] and the sliding windows count per
+// window instead.
+//
+// A Limit is a plain value; build one with [PerSecond], [PerMinute],
+// [PerHour] or, for any other period, [Per], or as a literal, and refine it
+// with [Limit.WithBurst] and [Limit.WithAlgorithm]. Invalid limits are
+// rejected by [Limit.Validate], which every constructor of a rule, store
+// call and limiter runs.
 type Limit struct {
 	Rate      int
 	Period    time.Duration
@@ -106,6 +113,13 @@ func PerMinute(rate int) Limit { return Limit{Rate: rate, Period: time.Minute, B
 
 // PerHour returns a GCRA limit of rate per hour, with a burst of rate.
 func PerHour(rate int) Limit { return Limit{Rate: rate, Period: time.Hour, Burst: rate} }
+
+// Per returns a GCRA limit of rate per period, with a burst of rate:
+// Per(3, 10*time.Minute) is 3 per ten minutes. Per(n, time.Minute) is
+// [PerMinute](n).
+func Per(rate int, period time.Duration) Limit {
+	return Limit{Rate: rate, Period: period, Burst: rate}
+}
 
 // WithBurst returns a copy of l with the given GCRA burst.
 func (l Limit) WithBurst(burst int) Limit { l.Burst = burst; return l }

@@ -152,7 +152,9 @@ func TestDeniedCacheExact(t *testing.T) {
 			defer c.Close()
 			raw := NewRedisStore(c)
 			counted := &countingStore{Store: raw}
-			l, err := NewLimiter(counted)
+			// a generous deadline: every decision must be the store's or the
+			// cache's, and a loaded machine must not hand one to the fallback
+			l, err := NewLimiter(counted, WithTimeout(time.Minute))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -269,7 +271,9 @@ func TestDeniedCacheHitAllocs(t *testing.T) {
 	m := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	defer c.Close()
-	l, err := NewLimiter(NewRedisStore(c))
+	// a generous deadline: a loaded machine must not turn the fixture's
+	// calls into missed deadlines
+	l, err := NewLimiter(NewRedisStore(c), WithTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -245,6 +245,8 @@ func TestFailLocalEnforcesLimit(t *testing.T) {
 	}{
 		{1, core.PerMinute(10), 10},
 		{3, core.PerMinute(10), 4}, // 10/3 rounded up
+		{2, core.PerMinute(5), 3},  // docs/failure.md's examples: 5/2 → 3
+		{2, core.PerMinute(3), 2},  // and 3/2 → 2
 		{3, core.PerMinute(10).WithAlgorithm(core.SlidingWindowLog), 4},
 		{20, core.PerMinute(10), 1}, // at least one
 	}

@@ -1,6 +1,7 @@
 package examples_test
 
-// Snippets of README.md, docs/keys-and-proxies.md, docs/cluster.md,
+// Snippets of README.md (its quick start's setup and net/http are in
+// snippets_quickstart_test.go), docs/keys-and-proxies.md, docs/cluster.md,
 // docs/failure.md, docs/metrics.md and docs/extending.md. Each block between
 // "// snippet:<name>" and "// snippet:end" appears verbatim on one page
 // (readme_test.go checks it); the functions that serve until killed are
@@ -36,36 +37,6 @@ import (
 	"github.com/ratekit/ratekit/promlimit"
 	"github.com/ratekit/ratekit/redisstore"
 )
-
-// net/http, with the quick start's setup.
-func Example_netHTTP() {
-	// snippet:setup
-	rdb := redis.NewClient(&redis.Options{
-		Addr:                  "localhost:6379",
-		ContextTimeoutEnabled: true, // the Limiter's deadline frees the connection: see core.WithTimeout
-		MaxRetries:            -1,   // no retry within a deadline of milliseconds
-	})
-	store, err := redisstore.New(rdb)
-	if err != nil {
-		log.Fatal(err)
-	}
-	limiter, err := core.NewLimiter(store)
-	if err != nil {
-		log.Fatal(err)
-	}
-	clientIP, err := keyfuncs.IP() // the socket peer; behind a proxy, see docs/keys-and-proxies.md
-	if err != nil {
-		log.Fatal(err)
-	}
-	rules := []core.Rule{{Name: "default", Limit: core.PerMinute(100), Key: clientIP}}
-	// snippet:end
-
-	// snippet:nethttp
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") })
-	log.Fatal(http.ListenAndServe(":8080", nethttp.MustNew(limiter, rules)(mux)))
-	// snippet:end
-}
 
 // Gin.
 func Example_gin() {

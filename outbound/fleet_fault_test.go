@@ -12,9 +12,7 @@ import (
 // else reaches the upstream until Retry-After has passed. With adaptation
 // on, the 429s of the halved limit die out and its new limit is used (≥ 90%).
 func TestFleetUpstreamCloses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process run of seconds")
-	}
+	fleetRun(t)
 	const (
 		closeAt, closedFor = 2 * time.Second, 2 * time.Second
 		run                = 15 * time.Second
@@ -75,9 +73,7 @@ func TestFleetUpstreamCloses(t *testing.T) {
 // the fleet it learned), never at the whole rate, and comes back to Redis
 // by itself.
 func TestFleetRedisOutage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process run of seconds")
-	}
+	fleetRun(t)
 	const run = 7 * time.Second
 	f := newFleet(t)
 	f.launch(loadOf(true, 3, run))
@@ -133,9 +129,7 @@ func TestFleetRedisOutage(t *testing.T) {
 // upstream under its rate and, once the dead process's turns have passed,
 // use it all between them, fairly.
 func TestFleetClientKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process run of seconds")
-	}
+	fleetRun(t)
 	const run = 6 * time.Second
 	f := newFleet(t)
 	f.launch(loadOf(true, 3, run))

@@ -30,9 +30,7 @@ func loadOf(open bool, demand float64, d time.Duration) childConfig {
 // measured seconds) would put Jain's index below 0.95 about once in twenty
 // runs, 300 (6 seconds) once in a thousand. Those runs last 7 seconds.
 func TestFleetSteady(t *testing.T) {
-	if testing.Short() {
-		t.Skip("multi-process run of seconds")
-	}
+	fleetRun(t)
 	for _, tc := range []struct {
 		name   string
 		open   bool

@@ -16,7 +16,9 @@
 //     state solves;
 //  3. stops Redis: every request is still answered, and each replica limits
 //     locally (the default fail-local policy) with a quarter of the limit
-//     (core.WithReplicas), so the fleet stays near the global limit;
+//     (core.WithReplicas, rounded up), so the fleet stays near the global
+//     limit: exactly at it here, where the limit divides by four and the
+//     traffic is spread evenly;
 //  4. brings Redis back, waits for the circuit breakers to close, and shows
 //     the exact global limit again.
 //
@@ -44,10 +46,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratekit/ratekit/core"
-	"github.com/ratekit/ratekit/examples/internal/app"
+	"github.com/ratekit/ratekit/examples/internal/serve"
+	"github.com/ratekit/ratekit/keyfuncs"
 	"github.com/ratekit/ratekit/memorystore"
 	"github.com/ratekit/ratekit/redisstore"
 )
+
+// defaultRule is the demo's rule, named as the example apps name theirs.
+const defaultRule = "default"
 
 // settings size the demo.
 type settings struct {
@@ -122,16 +128,11 @@ func (d *demo) printf(format string, args ...any) { fmt.Fprintf(d.out, format, a
 func (d *demo) run() error {
 	// The replicas stand behind a load balancer on this host, which they
 	// trust to say who the client is in X-Forwarded-For.
-	cfg := app.Config{
-		Limit: d.s.limit, StrictLimit: 1, LoginLimit: app.DefaultLoginLimit, Period: time.Hour, Algorithm: core.GCRA,
-		KeyMode:        app.KeyIP,
-		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")},
-	}
-	rules, err := cfg.Rules()
+	clientIP, err := keyfuncs.IP(keyfuncs.TrustedProxies(netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("::1/128")))
 	if err != nil {
 		return err
 	}
-	d.rules = rules.Default.Rules()
+	d.rules = []core.Rule{{Name: defaultRule, Limit: core.PerHour(d.s.limit), Key: clientIP}} // GCRA
 
 	d.printf("ratekit demo: one rate limit, held exactly across replicas\n\n")
 	mr := miniredis.NewMiniRedis()
@@ -157,7 +158,7 @@ func (d *demo) run() error {
 			core.WithReplicas(len(frameworks)), // during an outage, each counts a quarter
 			// The demo's Redis shares this process's CPU with the clients
 			// and three other replicas; a service keeps the 50 ms default.
-			core.WithTimeout(app.StoreTimeout),
+			core.WithTimeout(serve.StoreTimeout),
 			core.OnError(func(error) { d.errors.Add(1) }),
 		)...)
 		if err != nil {
@@ -177,7 +178,7 @@ func (d *demo) run() error {
 		}
 		d.printf("  %-9s %-9s %s\n", label, r.name, r.url)
 	}
-	d.printf("  Limit     %d requests per client per hour (rule %q, GCRA), keyed by client IP\n", d.s.limit, app.DefaultRule)
+	d.printf("  Limit     %d requests per client per hour (rule %q, GCRA), keyed by client IP\n", d.s.limit, defaultRule)
 	d.printf("  Traffic   %d clients, %d requests each, spread round-robin over the replicas by a\n", d.s.clients, d.s.perClient)
 	d.printf("            load balancer that the replicas trust to set X-Forwarded-For\n")
 	global := d.s.clients * d.s.limit
@@ -240,7 +241,13 @@ func (d *demo) run() error {
 	d.printf("  Every request was answered. Each replica's circuit breaker opened after a few failed\n")
 	d.printf("  store calls (%d of %d are open; %d calls failed in all, probes included), and from then\n", open, len(frameworks), d.errors.Load())
 	d.printf("  on no request waited for Redis. Each replica let %d per client through: the limit / %d,\n", per, len(frameworks))
-	d.printf("  as core.WithReplicas(%d) asks.\n", len(frameworks))
+	d.printf("  rounded up, as core.WithReplicas(%d) asks. So the fleet holds near the global limit:\n", len(frameworks))
+	if per*len(frameworks) == d.s.limit {
+		d.printf("  exactly it here, as %d divides by %d and the load balancer spreads each client's\n", d.s.limit, len(frameworks))
+		d.printf("  requests evenly. Uneven traffic lets less through, and a share rounded up more.\n")
+	} else {
+		d.printf("  %d per client here, as each share is rounded up. Uneven traffic lets less through.\n", per*len(frameworks))
+	}
 	if want := per * len(frameworks) * d.s.clients; st.total().allowed != want || st.total().other != 0 {
 		d.fail("Redis down: %d allowed and %d other answers, want %d and 0", st.total().allowed, st.total().other, want)
 	}

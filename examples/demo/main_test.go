@@ -28,6 +28,7 @@ func wantOutput(t *testing.T, out string) {
 		`4\.0x the global limit got through`,
 		`(?m)^3/4  Redis stops`,
 		`Every request was answered`,
+		`So the fleet holds near the global limit:\s+exactly it here`,
 		`\(4 of 4 are open;`,
 		`(?m)^4/4  Redis is back$`,
 		`every circuit breaker closed after`,

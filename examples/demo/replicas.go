@@ -15,7 +15,7 @@ import (
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/echolimit"
-	"github.com/ratekit/ratekit/examples/internal/app"
+	"github.com/ratekit/ratekit/examples/internal/serve"
 	"github.com/ratekit/ratekit/fiberlimit"
 	"github.com/ratekit/ratekit/ginlimit"
 	"github.com/ratekit/ratekit/nethttp"
@@ -25,20 +25,20 @@ import (
 // GET / through the framework's adapter, as in examples/<framework>.
 type framework struct {
 	name  string
-	build func(l *core.Limiter, rules []core.Rule) (app.Server, error)
+	build func(l *core.Limiter, rules []core.Rule) (serve.Server, error)
 }
 
 var frameworks = []framework{
-	{"net/http", func(l *core.Limiter, rules []core.Rule) (app.Server, error) {
+	{"net/http", func(l *core.Limiter, rules []core.Rule) (serve.Server, error) {
 		mw, err := nethttp.New(l, rules)
 		if err != nil {
 			return nil, err
 		}
 		mux := http.NewServeMux()
 		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello from net/http\n") })
-		return app.HTTPServer(mw(mux)), nil
+		return serve.HTTPServer(mw(mux)), nil
 	}},
-	{"gin", func(l *core.Limiter, rules []core.Rule) (app.Server, error) {
+	{"gin", func(l *core.Limiter, rules []core.Rule) (serve.Server, error) {
 		mw, err := ginlimit.New(l, rules)
 		if err != nil {
 			return nil, err
@@ -47,9 +47,9 @@ var frameworks = []framework{
 		r := gin.New()
 		r.Use(mw)
 		r.GET("/", func(c *gin.Context) { c.String(http.StatusOK, "hello from gin\n") })
-		return app.HTTPServer(r), nil
+		return serve.HTTPServer(r), nil
 	}},
-	{"echo", func(l *core.Limiter, rules []core.Rule) (app.Server, error) {
+	{"echo", func(l *core.Limiter, rules []core.Rule) (serve.Server, error) {
 		mw, err := echolimit.New(l, rules)
 		if err != nil {
 			return nil, err
@@ -58,9 +58,9 @@ var frameworks = []framework{
 		e.HideBanner, e.HidePort = true, true
 		e.Use(mw)
 		e.GET("/", func(c echo.Context) error { return c.String(http.StatusOK, "hello from echo\n") })
-		return app.HTTPServer(e), nil
+		return serve.HTTPServer(e), nil
 	}},
-	{"fiber", func(l *core.Limiter, rules []core.Rule) (app.Server, error) {
+	{"fiber", func(l *core.Limiter, rules []core.Rule) (serve.Server, error) {
 		mw, err := fiberlimit.New(l, rules)
 		if err != nil {
 			return nil, err
@@ -72,7 +72,7 @@ var frameworks = []framework{
 	}},
 }
 
-// fiberServer serves a Fiber app as an app.Server.
+// fiberServer serves a Fiber app as an serve.Server.
 type fiberServer struct{ *fiber.App }
 
 func (s fiberServer) Serve(ln net.Listener) error        { return s.Listener(ln) }
@@ -85,7 +85,7 @@ type replica struct {
 	url     string
 	limiter *core.Limiter
 	breaker *atomic.Int32 // its circuit breaker's state
-	srv     app.Server
+	srv     serve.Server
 	served  chan error
 }
 

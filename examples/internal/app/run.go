@@ -18,19 +18,13 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/ratekit/ratekit/core"
+	base "github.com/ratekit/ratekit/examples/internal/serve"
 	"github.com/ratekit/ratekit/leasestore"
 )
 
-// Server serves an app's routes on a listener until Shutdown. An
-// *http.Server is one; Fiber's app needs a two-method wrapper.
-type Server interface {
-	// Serve accepts connections on ln until Shutdown; it may return
-	// http.ErrServerClosed then.
-	Serve(ln net.Listener) error
-	// Shutdown stops accepting connections and waits, until ctx ends, for
-	// requests in flight to finish.
-	Shutdown(ctx context.Context) error
-}
+// Server serves an app's routes on a listener until Shutdown: see
+// [base.Server].
+type Server = base.Server
 
 // Build returns an app's server: its framework's router with the rules
 // installed through its adapter, over limiter, and the routes of extra
@@ -53,12 +47,8 @@ type Extra struct {
 }
 
 // StoreTimeout is a store deadline for a store in the caller's own process
-// on a busy machine (the demo, the apps' own tests), far above the
-// library's default of 50 ms ([core.DefaultTimeout]), where a short
-// deadline would turn a moment of CPU starvation into a false outage. The
-// apps keep the library's default unless -timeout raises it, as a service
-// next to its Redis should.
-const StoreTimeout = time.Second
+// on a busy machine: see [base.StoreTimeout].
+const StoreTimeout = base.StoreTimeout
 
 // ShutdownTimeout bounds how long a stopping app waits for requests in
 // flight.
@@ -76,15 +66,7 @@ func Main(name string, build Build) {
 
 // HTTPServer returns an *http.Server for h with the timeouts a server
 // facing the internet needs.
-func HTTPServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
-}
+func HTTPServer(h http.Handler) *http.Server { return base.HTTPServer(h) }
 
 // Run runs the example app called name with args and the environment of
 // getenv, logging to stderr, until ctx ends, and returns the exit status:

@@ -427,7 +427,7 @@ func (s *Server) Addrs() []string {
 // Serve serves every listener until Shutdown, and returns the first error
 // of a listener that failed.
 func (s *Server) Serve() error {
-	s.log.Warn("serving", "http", s.listeners[0].Addr().String(), "grpc", s.grpcLis.Addr().String())
+	s.log.Info("serving", "http", s.listeners[0].Addr().String(), "grpc", s.grpcLis.Addr().String())
 	s.wg.Add(1 + len(s.https))
 	go func() {
 		defer s.wg.Done()

@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,8 +55,10 @@ func get(t *testing.T, addr, path string) (int, string) {
 
 // TestLifecycle starts a server, serves, and shuts it down: every
 // goroutine it started ends (goleak), and the health check fails first.
+// Serving is news, not a warning: it is logged at INFO.
 func TestLifecycle(t *testing.T) {
-	s, err := New(testSettings(t), discard)
+	rec := newRecorder()
+	s, err := New(testSettings(t), slog.New(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +92,9 @@ func TestLifecycle(t *testing.T) {
 	s.Shutdown(ctx)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+	if got := rec.levelsOf("serving"); !slices.Equal(got, []slog.Level{slog.LevelInfo}) {
+		t.Errorf("\"serving\" logged at %v, want once at INFO", got)
 	}
 }
 

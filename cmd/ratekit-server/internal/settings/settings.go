@@ -168,7 +168,7 @@ var Table = []Setting{
 	{"USE_PROMETHEUS", "false", "serve statistics to Prometheus (USE_STATSD must be false)", boolean(func(s *Settings) *bool { return &s.UsePrometheus })},
 	{"PROMETHEUS_ADDR", ":9090", "address of the Prometheus listener", str(func(s *Settings) *string { return &s.PrometheusAddr })},
 	{"PROMETHEUS_PATH", "/metrics", "path of the Prometheus endpoint", str(func(s *Settings) *string { return &s.PrometheusPath })},
-	{"PROMETHEUS_MAPPER_YAML", "", "refused when set: the series are envoy's default mapping's", refused("a statsd mapping of one's own")},
+	{"PROMETHEUS_MAPPER_YAML", "", "refused when set: the series are envoy's default mapping's", refused("statsd mapping of its own")},
 	{"USE_DOG_STATSD", "false", "refused when true", refusedTrue("DogStatsD")},
 	{"EXTRA_TAGS", "", "refused when set", refused("extra statistics tags")},
 	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", "remember over-limit keys locally until their window ends (about 128 bytes a key); 0 turns it off", integer(func(s *Settings) *int { return &s.LocalCacheBytes })},
@@ -200,7 +200,7 @@ var Table = []Setting{
 	{"REDIS_PIPELINE_WINDOW", "0", "accepted, changes nothing: concurrent calls share pipelines without waiting", noEffect()},
 	{"REDIS_PIPELINE_LIMIT", "0", "accepted, changes nothing (as in envoy)", noEffect()},
 	{"EXPIRATION_JITTER_MAX_SECONDS", "300", "accepted, changes nothing: keys expire at their window's end", noEffect()},
-	{"REDIS_PERSECOND", "false", "refused when true: one Redis serves every limit", refusedTrue("a second Redis for per-second limits")},
+	{"REDIS_PERSECOND", "false", "refused when true: one Redis serves every limit", refusedTrue("second Redis for per-second limits")},
 	{"TRACING_ENABLED", "false", "refused when true", refusedTrue("OpenTelemetry tracing")},
 	{"GRPC_SERVER_USE_TLS", "false", "refused when true: terminate TLS in front of the server", refusedTrue("TLS on the gRPC port")},
 
