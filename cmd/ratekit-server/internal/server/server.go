@@ -74,6 +74,9 @@ func New(set settings.Settings, log *slog.Logger) (_ *Server, err error) {
 			s.Close()
 		}
 	}()
+	if set.ConfigType == "grpc_xds_sotw" {
+		return nil, errors.New("CONFIG_TYPE=GRPC_XDS_SOTW: not served by this build")
+	}
 	s.health = newHealth(set.HealthyWithConfig)
 	if s.stores, err = redisconn.Open(set); err != nil {
 		return nil, err
@@ -220,7 +223,7 @@ func (s *Server) listen(reg *prometheus.Registry) error {
 // GRPC_PORT.
 func (s *Server) listenGRPC() error {
 	set := s.set
-	s.grpc = grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionAge: set.GRPCMaxConnectionAge, MaxConnectionAgeGrace: set.GRPCMaxConnectionAgeGrace,
 		}),
@@ -233,10 +236,17 @@ func (s *Server) listenGRPC() error {
 		// larger one is refused before it is read whole
 		grpc.MaxRecvMsgSize(set.MaxRequestBytes),
 		grpc.MaxConcurrentStreams(maxStreams),
-	)
+	}
+	creds, err := grpcTLS(set, s.log)
+	if err != nil {
+		return err
+	}
+	if creds != nil {
+		opts = append(opts, creds)
+	}
+	s.grpc = grpc.NewServer(opts...)
 	rlspb.RegisterRateLimitServiceServer(s.grpc, &rlsServer{svc: s.svc, stats: s.stats, log: s.log})
 	healthpb.RegisterHealthServer(s.grpc, s.health.grpc)
-	var err error
 	if set.GRPCUDS != "" {
 		_ = os.Remove(set.GRPCUDS)
 		s.grpcLis, err = net.Listen("unix", set.GRPCUDS)

@@ -35,9 +35,21 @@ type Settings struct {
 	GRPCMaxConnectionAge      time.Duration
 	GRPCMaxConnectionAgeGrace time.Duration
 
+	// TLS on the gRPC port: the certificate and key files, read again
+	// when they change; with a client CA, client certificates are
+	// required and checked, and with a SAN, one of theirs must be it.
+	GRPCServerTLS       bool
+	GRPCServerTLSCert   string
+	GRPCServerTLSKey    string
+	GRPCClientTLSCACert string
+	GRPCClientTLSSAN    string
+
 	LogLevel  string
 	LogFormat string
 
+	// ConfigType is "file" or "grpc_xds_sotw".
+	ConfigType          string
+	XDS                 XDS
 	ForceStart          bool
 	HealthyWithConfig   bool
 	RuntimeRoot         string
@@ -151,7 +163,13 @@ var Table = []Setting{
 	{"DEBUG_PORT", "6070", "debug port", integer(func(s *Settings) *int { return &s.DebugPort })},
 	{"LOG_LEVEL", "WARN", "trace, debug, info, warn, error, fatal or panic", oneOf(func(s *Settings) *string { return &s.LogLevel }, "trace", "debug", "info", "warn", "warning", "error", "fatal", "panic")},
 	{"LOG_FORMAT", "text", "text or json", str(func(s *Settings) *string { return &s.LogFormat })},
-	{"CONFIG_TYPE", "FILE", "FILE only (GRPC_XDS_SOTW is refused)", oneOf(nil, "file")},
+	{"GRPC_SERVER_USE_TLS", "false", "TLS on the gRPC port, with GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY", boolean(func(s *Settings) *bool { return &s.GRPCServerTLS })},
+	{"GRPC_SERVER_TLS_CERT", "", "certificate chain file of the gRPC port, read again when it changes", str(func(s *Settings) *string { return &s.GRPCServerTLSCert })},
+	{"GRPC_SERVER_TLS_KEY", "", "private key file of the gRPC port, read again when it changes", str(func(s *Settings) *string { return &s.GRPCServerTLSKey })},
+	{"GRPC_CLIENT_TLS_CACERT", "", "CA file of client certificates: when set, every client must present a certificate it signed", str(func(s *Settings) *string { return &s.GRPCClientTLSCACert })},
+	{"GRPC_CLIENT_TLS_SAN", "", "a DNS name the client certificate must hold (with GRPC_CLIENT_TLS_CACERT)", str(func(s *Settings) *string { return &s.GRPCClientTLSSAN })},
+	{"GRPC_SERVER_TLS_CA_CERT", "", "accepted, changes nothing: Envoy Gateway sets it, envoy's service does not read it (client certificates are checked with GRPC_CLIENT_TLS_CACERT)", noEffect()},
+	{"CONFIG_TYPE", "FILE", "FILE (files under RUNTIME_ROOT) or GRPC_XDS_SOTW (RateLimitConfig resources from an xDS server)", oneOf(func(s *Settings) *string { return &s.ConfigType }, "file", "grpc_xds_sotw")},
 	{"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", "start even when the files cannot be loaded (answers errors until they can)", boolean(func(s *Settings) *bool { return &s.ForceStart })},
 	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "false", "unhealthy until a configuration with a domain is loaded", boolean(func(s *Settings) *bool { return &s.HealthyWithConfig })},
 	{"RUNTIME_ROOT", "/srv/runtime_data/current", "root of the configuration files", str(func(s *Settings) *string { return &s.RuntimeRoot })},
@@ -202,7 +220,6 @@ var Table = []Setting{
 	{"EXPIRATION_JITTER_MAX_SECONDS", "300", "accepted, changes nothing: keys expire at their window's end", noEffect()},
 	{"REDIS_PERSECOND", "false", "refused when true: one Redis serves every limit", refusedTrue("a second Redis for per-second limits")},
 	{"TRACING_ENABLED", "false", "refused when true", refusedTrue("OpenTelemetry tracing")},
-	{"GRPC_SERVER_USE_TLS", "false", "refused when true: terminate TLS in front of the server", refusedTrue("TLS on the gRPC port")},
 
 	{"RATEKIT_FAILURE_POLICY", "local", "when Redis fails: local (limit per replica), open (allow) or closed (deny)", failure},
 	{"RATEKIT_TIMEOUT", "50ms", "deadline of each decision's Redis call", duration(func(s *Settings) *time.Duration { return &s.Timeout })},
@@ -254,6 +271,9 @@ func Load(lookup func(string) (string, bool)) (Settings, []string, error) {
 		}
 	}
 	errs = append(errs, s.check(lookup)...)
+	more, moreErrs := s.checkFeatures(lookup)
+	notes = append(notes, more...)
+	errs = append(errs, moreErrs...)
 	return s, notes, errors.Join(errs...)
 }
 
@@ -264,7 +284,7 @@ func (s *Settings) check(lookup func(string) (string, bool)) []error {
 	if s.UsePrometheus && s.UseStatsd {
 		add("USE_PROMETHEUS and USE_STATSD are both true: envoy refuses two statistics sinks too; set USE_STATSD=false")
 	}
-	if s.RuntimeWatchRoot && s.RuntimeSubdirectory == "" {
+	if s.ConfigType == "file" && s.RuntimeWatchRoot && s.RuntimeSubdirectory == "" {
 		add("RUNTIME_WATCH_ROOT=true needs RUNTIME_SUBDIRECTORY: files are loaded from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY (envoy would load none)")
 	}
 	if s.RedisTLS && (s.RedisTLSCert == "") != (s.RedisTLSKey == "") {
