@@ -33,6 +33,7 @@ import (
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/settings"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/stats"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/xds"
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/keyfuncs"
 	"github.com/ratekit/ratekit/memorystore"
@@ -52,6 +53,7 @@ type Server struct {
 	stats   *stats.Stats
 	health  *healthState
 	watcher *runtime.Watcher
+	xds     *xds.Client
 	flusher *stats.Flusher
 
 	grpc       *grpc.Server
@@ -74,9 +76,6 @@ func New(set settings.Settings, log *slog.Logger) (_ *Server, err error) {
 			s.Close()
 		}
 	}()
-	if set.ConfigType == "grpc_xds_sotw" {
-		return nil, errors.New("CONFIG_TYPE=GRPC_XDS_SOTW: not served by this build")
-	}
 	s.health = newHealth(set.HealthyWithConfig)
 	if s.stores, err = redisconn.Open(set); err != nil {
 		return nil, err
@@ -93,27 +92,34 @@ func New(set settings.Settings, log *slog.Logger) (_ *Server, err error) {
 		CallerLimits: callerLimits[set.CallerLimits], CallerMaxUnit: set.CallerLimitMaxUnit,
 	})
 	var first error
-	src := runtime.Source{Root: set.RuntimeRoot, Subdirectory: set.RuntimeSubdirectory, AppDirectory: set.RuntimeAppDirectory, IgnoreDotFiles: set.RuntimeIgnoreDot}
-	s.watcher, err = runtime.Watch(src, config.Options{DefaultAlgorithm: set.Algorithm, MergeDomains: set.MergeDomains}, func(c *config.Config, warns []config.Warning, err error) {
+	use := func(c *config.Config, warns []config.Warning, err error) {
 		for _, w := range warns {
 			log.Warn("configuration", "warning", w.Error())
 		}
 		if err != nil {
 			s.stats.ConfigLoadError.Inc()
 			log.Error("configuration refused; the last good one stays", "error", err.Error())
-			s.loadedOnce.Do(func() { first = err })
+			s.loadedOnce.Do(func() { first = err; close(s.loaded) })
 			return
 		}
 		s.stats.ConfigLoadSuccess.Inc()
 		s.svc.SetConfig(c)
 		s.health.setConfig(!c.Empty())
 		log.Info("configuration loaded", "files", len(c.Files()), "rules", c.Rules())
-		s.loadedOnce.Do(func() {})
-	})
-	if err != nil {
-		return nil, err
+		s.loadedOnce.Do(func() { close(s.loaded) })
 	}
-	if first != nil && !set.ForceStart {
+	opts := config.Options{DefaultAlgorithm: set.Algorithm, MergeDomains: set.MergeDomains}
+	if set.ConfigType == "grpc_xds_sotw" {
+		if err := s.subscribe(opts, use); err != nil {
+			return nil, err
+		}
+	} else {
+		src := runtime.Source{Root: set.RuntimeRoot, Subdirectory: set.RuntimeSubdirectory, AppDirectory: set.RuntimeAppDirectory, IgnoreDotFiles: set.RuntimeIgnoreDot}
+		if s.watcher, err = runtime.Watch(src, opts, use); err != nil {
+			return nil, err
+		}
+	}
+	if !set.ForceStart && first != nil {
 		return nil, fmt.Errorf("configuration: %w (FORCE_START_WITHOUT_INITIAL_CONFIG=true starts anyway)", first)
 	}
 	if err := s.listen(reg); err != nil {
@@ -467,6 +473,9 @@ func (s *Server) Close() {
 	}
 	if s.watcher != nil {
 		_ = s.watcher.Close()
+	}
+	if s.xds != nil {
+		_ = s.xds.Close()
 	}
 	if s.flusher != nil {
 		_ = s.flusher.Close()

@@ -1,6 +1,8 @@
 package settings_test
 
 import (
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -303,4 +305,29 @@ var envoyVariables = []string{
 	"TRACING_EXPORTER_PROTOCOL",
 	"TRACING_SAMPLING_RATE",
 	"REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR",
+}
+
+// TestEnvoyGatewayPage loads the environment docs/gateways-envoy-gateway.md
+// lists as Envoy Gateway's: it must start.
+func TestEnvoyGatewayPage(t *testing.T) {
+	page, err := os.ReadFile("../../../../docs/gateways-envoy-gateway.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```sh\n(CONFIG_TYPE=.*?)```").FindSubmatch(page)
+	if m == nil {
+		t.Fatal("no environment on the page")
+	}
+	var kv []string
+	for _, line := range strings.Split(strings.TrimSpace(string(m[1])), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		kv = append(kv, k, v)
+	}
+	s, _, err := settings.Load(env(kv...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ConfigType != "grpc_xds_sotw" || !s.GRPCServerTLS || !s.XDS.UseTLS || len(kv) < 40 {
+		t.Fatalf("%+v", s)
+	}
 }
