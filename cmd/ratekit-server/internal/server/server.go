@@ -191,7 +191,7 @@ func (s *Server) limiters(reg *prometheus.Registry) error {
 		*l.dst = lim
 	}
 	if set.UsePrometheus {
-		reg.MustRegister(s.stats.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(s.promCollector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return nil
 }

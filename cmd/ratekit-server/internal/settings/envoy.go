@@ -124,6 +124,9 @@ func (s *Settings) checkFeatures(lookup func(string) (string, bool)) (notes []st
 	} else {
 		unused("GRPC_SERVER_USE_TLS is false", "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN")
 	}
+	if !s.UsePrometheus {
+		unused("USE_PROMETHEUS is false", "PROMETHEUS_MAPPER_YAML")
+	}
 	x := s.XDS
 	if s.ConfigType == "grpc_xds_sotw" {
 		if x.ServerURL == "" {

@@ -67,6 +67,8 @@ type Settings struct {
 	UsePrometheus      bool
 	PrometheusAddr     string
 	PrometheusPath     string
+	// PrometheusMapperYAML is a statsd_exporter mapping file.
+	PrometheusMapperYAML string
 
 	LocalCacheBytes int
 	NearLimitRatio  float32
@@ -186,7 +188,7 @@ var Table = []Setting{
 	{"USE_PROMETHEUS", "false", "serve statistics to Prometheus (USE_STATSD must be false)", boolean(func(s *Settings) *bool { return &s.UsePrometheus })},
 	{"PROMETHEUS_ADDR", ":9090", "address of the Prometheus listener", str(func(s *Settings) *string { return &s.PrometheusAddr })},
 	{"PROMETHEUS_PATH", "/metrics", "path of the Prometheus endpoint", str(func(s *Settings) *string { return &s.PrometheusPath })},
-	{"PROMETHEUS_MAPPER_YAML", "", "refused when set: the series are envoy's default mapping's", refused("a statsd mapping of one's own")},
+	{"PROMETHEUS_MAPPER_YAML", "", "a statsd_exporter mapping file the statistics go through, as in envoy; empty: envoy's default mapping", str(func(s *Settings) *string { return &s.PrometheusMapperYAML })},
 	{"USE_DOG_STATSD", "false", "refused when true", refusedTrue("DogStatsD")},
 	{"EXTRA_TAGS", "", "refused when set", refused("extra statistics tags")},
 	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", "remember over-limit keys locally until their window ends (about 128 bytes a key); 0 turns it off", integer(func(s *Settings) *int { return &s.LocalCacheBytes })},

@@ -121,6 +121,7 @@ var envoyGateway = []string{
 	"USE_STATSD", "false",
 	"USE_PROMETHEUS", "true",
 	"PROMETHEUS_ADDR", ":19001",
+	"PROMETHEUS_MAPPER_YAML", "/etc/statsd-exporter/conf.yaml",
 	"CONFIG_TYPE", "GRPC_XDS_SOTW",
 	"CONFIG_GRPC_XDS_SERVER_URL", "envoy-gateway:18001",
 	"CONFIG_GRPC_XDS_NODE_ID", "envoy-ratelimit",
@@ -143,7 +144,8 @@ func TestEnvoyGatewaysEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.ConfigType != "grpc_xds_sotw" || !s.GRPCServerTLS || s.GRPCServerTLSCert != "/certs/tls.crt" || s.GRPCClientTLSCACert != "" {
+	if s.ConfigType != "grpc_xds_sotw" || !s.GRPCServerTLS || s.GRPCServerTLSCert != "/certs/tls.crt" || s.GRPCClientTLSCACert != "" ||
+		s.PrometheusMapperYAML != "/etc/statsd-exporter/conf.yaml" {
 		t.Fatalf("%+v", s)
 	}
 	x := s.XDS
