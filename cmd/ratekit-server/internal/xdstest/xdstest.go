@@ -25,6 +25,7 @@ import (
 // Reply is a request a client sent after a response: an ACK (Error
 // empty) or a NACK of the response with Nonce.
 type Reply struct {
+	Stream                      int64
 	Node, Version, Nonce, Error string
 }
 
@@ -93,12 +94,12 @@ func (cp *ControlPlane) Restart(t testing.TB) {
 			cp.mu.Unlock()
 			return nil
 		},
-		StreamRequestFunc: func(_ int64, req *discovery.DiscoveryRequest) error {
+		StreamRequestFunc: func(stream int64, req *discovery.DiscoveryRequest) error {
 			if req.GetResponseNonce() == "" {
 				return nil
 			}
 			cp.mu.Lock()
-			cp.replies = append(cp.replies, Reply{Node: req.GetNode().GetId(), Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce(), Error: req.GetErrorDetail().GetMessage()})
+			cp.replies = append(cp.replies, Reply{Stream: stream, Node: req.GetNode().GetId(), Version: req.GetVersionInfo(), Nonce: req.GetResponseNonce(), Error: req.GetErrorDetail().GetMessage()})
 			cp.mu.Unlock()
 			return nil
 		},
