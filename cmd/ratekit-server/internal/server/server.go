@@ -33,6 +33,7 @@ import (
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/settings"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/stats"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/tracing"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/xds"
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/keyfuncs"
@@ -54,6 +55,7 @@ type Server struct {
 	health  *healthState
 	watcher *runtime.Watcher
 	xds     *xds.Client
+	tracer  *tracing.Tracer
 	flusher *stats.Flusher
 
 	grpc       *grpc.Server
@@ -249,6 +251,12 @@ func (s *Server) listenGRPC() error {
 	}
 	if creds != nil {
 		opts = append(opts, creds)
+	}
+	if set.Tracing.Enabled {
+		if s.tracer, err = tracing.Start(context.Background(), set.Tracing); err != nil {
+			return err
+		}
+		opts = append(opts, grpc.UnaryInterceptor(s.tracer.Unary()))
 	}
 	s.grpc = grpc.NewServer(opts...)
 	rlspb.RegisterRateLimitServiceServer(s.grpc, &rlsServer{svc: s.svc, stats: s.stats, log: s.log})
@@ -476,6 +484,11 @@ func (s *Server) Close() {
 	}
 	if s.xds != nil {
 		_ = s.xds.Close()
+	}
+	if s.tracer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.tracer.Shutdown(ctx)
+		cancel()
 	}
 	if s.flusher != nil {
 		_ = s.flusher.Close()

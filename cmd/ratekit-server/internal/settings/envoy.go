@@ -40,6 +40,18 @@ type XDS struct {
 	MaxMsgSize int
 }
 
+// Tracing are envoy's TRACING_* settings; the exporter reads the
+// OTEL_EXPORTER_OTLP_* variables itself.
+type Tracing struct {
+	Enabled           bool
+	ServiceName       string
+	ServiceNamespace  string
+	ServiceInstanceID string
+	// Protocol is "http" or "grpc".
+	Protocol     string
+	SamplingRate float64
+}
+
 // envoyTable are envoy's variables that settings.go's table does not hold:
 // the xDS client's, and those of features ratekit-server does without,
 // accepted when they change nothing and said so. init puts them before
@@ -63,11 +75,11 @@ var envoyTable = []Setting{
 
 	{"USE_DOG_STATSD_MOGRIFIERS", "", "accepted, changes nothing: DogStatsD is refused", noEffect()},
 	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false", "refused when true: ratelimit_service_response_time_seconds is in seconds", refusedTrue("response time in milliseconds")},
-	{"TRACING_SERVICE_NAME", "RateLimit", "accepted, changes nothing while tracing is off", noEffect()},
-	{"TRACING_SERVICE_NAMESPACE", "", "accepted, changes nothing while tracing is off", noEffect()},
-	{"TRACING_SERVICE_INSTANCE_ID", "", "accepted, changes nothing while tracing is off", noEffect()},
-	{"TRACING_EXPORTER_PROTOCOL", "http", "accepted, changes nothing while tracing is off", noEffect()},
-	{"TRACING_SAMPLING_RATE", "1", "accepted, changes nothing while tracing is off", noEffect()},
+	{"TRACING_SERVICE_NAME", "RateLimit", "service.name of the spans", str(func(s *Settings) *string { return &s.Tracing.ServiceName })},
+	{"TRACING_SERVICE_NAMESPACE", "", "service.namespace of the spans", str(func(s *Settings) *string { return &s.Tracing.ServiceNamespace })},
+	{"TRACING_SERVICE_INSTANCE_ID", "", "service.instance.id of the spans; empty: a random UUID", str(func(s *Settings) *string { return &s.Tracing.ServiceInstanceID })},
+	{"TRACING_EXPORTER_PROTOCOL", "http", "OTLP over http or grpc", oneOf(func(s *Settings) *string { return &s.Tracing.Protocol }, "http", "grpc")},
+	{"TRACING_SAMPLING_RATE", "1", "share of traces sampled, unless the caller's parent decided", ratio64(func(s *Settings) *float64 { return &s.Tracing.SamplingRate })},
 	{"REDIS_STARTUP_INITIAL_INTERVAL", "1s", "accepted, changes nothing: the server starts without Redis, answers by RATEKIT_FAILURE_POLICY and uses Redis once it is up", durationNoEffect()},
 	{"REDIS_STARTUP_MAX_INTERVAL", "30s", "accepted, changes nothing: as REDIS_STARTUP_INITIAL_INTERVAL", durationNoEffect()},
 	{"REDIS_STARTUP_MAX_ELAPSED_TIME", "0", "accepted, changes nothing: as REDIS_STARTUP_INITIAL_INTERVAL", durationNoEffect()},
@@ -126,6 +138,9 @@ func (s *Settings) checkFeatures(lookup func(string) (string, bool)) (notes []st
 	}
 	if !s.UsePrometheus {
 		unused("USE_PROMETHEUS is false", "PROMETHEUS_MAPPER_YAML")
+	}
+	if !s.Tracing.Enabled {
+		unused("TRACING_ENABLED is false", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE")
 	}
 	x := s.XDS
 	if s.ConfigType == "grpc_xds_sotw" {

@@ -50,6 +50,7 @@ type Settings struct {
 	// ConfigType is "file" or "grpc_xds_sotw".
 	ConfigType          string
 	XDS                 XDS
+	Tracing             Tracing
 	ForceStart          bool
 	HealthyWithConfig   bool
 	RuntimeRoot         string
@@ -221,7 +222,7 @@ var Table = []Setting{
 	{"REDIS_PIPELINE_LIMIT", "0", "accepted, changes nothing (as in envoy)", noEffect()},
 	{"EXPIRATION_JITTER_MAX_SECONDS", "300", "accepted, changes nothing: keys expire at their window's end", noEffect()},
 	{"REDIS_PERSECOND", "false", "refused when true: one Redis serves every limit", refusedTrue("a second Redis for per-second limits")},
-	{"TRACING_ENABLED", "false", "refused when true", refusedTrue("OpenTelemetry tracing")},
+	{"TRACING_ENABLED", "false", "a span per ShouldRateLimit, exported over OTLP (OTEL_EXPORTER_OTLP_* say where)", boolean(func(s *Settings) *bool { return &s.Tracing.Enabled })},
 
 	{"RATEKIT_FAILURE_POLICY", "local", "when Redis fails: local (limit per replica), open (allow) or closed (deny)", failure},
 	{"RATEKIT_TIMEOUT", "50ms", "deadline of each decision's Redis call", duration(func(s *Settings) *time.Duration { return &s.Timeout })},

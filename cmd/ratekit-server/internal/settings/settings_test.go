@@ -59,7 +59,7 @@ func TestRefused(t *testing.T) {
 		{[]string{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true"}, "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS"},
 		{[]string{"REDIS_PERSECOND", "true"}, "a second Redis"},
 		{[]string{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "CREATE"}, "REDIS_POOL_ON_EMPTY_BEHAVIOR"},
-		{[]string{"TRACING_ENABLED", "true"}, "tracing"},
+		{[]string{"TRACING_ENABLED", "true", "TRACING_EXPORTER_PROTOCOL", "zipkin"}, "TRACING_EXPORTER_PROTOCOL"},
 		{[]string{"RATEKIT_FAILURE_POLICY", "maybe"}, "RATEKIT_FAILURE_POLICY"},
 		{[]string{"RATEKIT_ALGORITHM", "leaky"}, "RATEKIT_ALGORITHM"},
 		{[]string{"CACHE_KEY_PREFIX", "{x}"}, "CACHE_KEY_PREFIX"},
