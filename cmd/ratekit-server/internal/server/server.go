@@ -33,6 +33,8 @@ import (
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/settings"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/stats"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/tracing"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/xds"
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/keyfuncs"
 	"github.com/ratekit/ratekit/livepage"
@@ -55,6 +57,8 @@ type Server struct {
 	stats     *stats.Stats
 	health    *healthState
 	watcher   *runtime.Watcher
+	xds       *xds.Client
+	tracer    *tracing.Tracer
 	flusher   *stats.Flusher
 
 	grpc       *grpc.Server
@@ -93,27 +97,34 @@ func New(set settings.Settings, log *slog.Logger) (_ *Server, err error) {
 		CallerLimits: callerLimits[set.CallerLimits], CallerMaxUnit: set.CallerLimitMaxUnit,
 	})
 	var first error
-	src := runtime.Source{Root: set.RuntimeRoot, Subdirectory: set.RuntimeSubdirectory, AppDirectory: set.RuntimeAppDirectory, IgnoreDotFiles: set.RuntimeIgnoreDot}
-	s.watcher, err = runtime.Watch(src, config.Options{DefaultAlgorithm: set.Algorithm, MergeDomains: set.MergeDomains}, func(c *config.Config, warns []config.Warning, err error) {
+	use := func(c *config.Config, warns []config.Warning, err error) {
 		for _, w := range warns {
 			log.Warn("configuration", "warning", w.Error())
 		}
 		if err != nil {
 			s.stats.ConfigLoadError.Inc()
 			log.Error("configuration refused; the last good one stays", "error", err.Error())
-			s.loadedOnce.Do(func() { first = err })
+			s.loadedOnce.Do(func() { first = err; close(s.loaded) })
 			return
 		}
 		s.stats.ConfigLoadSuccess.Inc()
 		s.svc.SetConfig(c)
 		s.health.setConfig(!c.Empty())
 		log.Info("configuration loaded", "files", len(c.Files()), "rules", c.Rules())
-		s.loadedOnce.Do(func() {})
-	})
-	if err != nil {
-		return nil, err
+		s.loadedOnce.Do(func() { close(s.loaded) })
 	}
-	if first != nil && !set.ForceStart {
+	opts := config.Options{DefaultAlgorithm: set.Algorithm, MergeDomains: set.MergeDomains}
+	if set.ConfigType == "grpc_xds_sotw" {
+		if err := s.subscribe(opts, use); err != nil {
+			return nil, err
+		}
+	} else {
+		src := runtime.Source{Root: set.RuntimeRoot, Subdirectory: set.RuntimeSubdirectory, AppDirectory: set.RuntimeAppDirectory, IgnoreDotFiles: set.RuntimeIgnoreDot}
+		if s.watcher, err = runtime.Watch(src, opts, use); err != nil {
+			return nil, err
+		}
+	}
+	if !set.ForceStart && first != nil {
 		return nil, fmt.Errorf("configuration: %w (FORCE_START_WITHOUT_INITIAL_CONFIG=true starts anyway)", first)
 	}
 	if err := s.listen(reg); err != nil {
@@ -193,7 +204,7 @@ func (s *Server) limiters(reg *prometheus.Registry) error {
 		*l.dst = lim
 	}
 	if set.UsePrometheus {
-		reg.MustRegister(s.stats.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(s.promCollector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return nil
 }
@@ -235,7 +246,7 @@ func (s *Server) listen(reg *prometheus.Registry) error {
 // GRPC_PORT.
 func (s *Server) listenGRPC() error {
 	set := s.set
-	s.grpc = grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionAge: set.GRPCMaxConnectionAge, MaxConnectionAgeGrace: set.GRPCMaxConnectionAgeGrace,
 		}),
@@ -248,10 +259,23 @@ func (s *Server) listenGRPC() error {
 		// larger one is refused before it is read whole
 		grpc.MaxRecvMsgSize(set.MaxRequestBytes),
 		grpc.MaxConcurrentStreams(maxStreams),
-	)
+	}
+	creds, err := grpcTLS(set, s.log)
+	if err != nil {
+		return err
+	}
+	if creds != nil {
+		opts = append(opts, creds)
+	}
+	if set.Tracing.Enabled {
+		if s.tracer, err = tracing.Start(context.Background(), set.Tracing); err != nil {
+			return err
+		}
+		opts = append(opts, grpc.UnaryInterceptor(s.tracer.Unary()))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	rlspb.RegisterRateLimitServiceServer(s.grpc, &rlsServer{svc: s.svc, stats: s.stats, log: s.log})
 	healthpb.RegisterHealthServer(s.grpc, s.health.grpc)
-	var err error
 	if set.GRPCUDS != "" {
 		_ = os.Remove(set.GRPCUDS)
 		s.grpcLis, err = net.Listen("unix", set.GRPCUDS)
@@ -484,6 +508,14 @@ func (s *Server) Close() {
 	}
 	if s.watcher != nil {
 		_ = s.watcher.Close()
+	}
+	if s.xds != nil {
+		_ = s.xds.Close()
+	}
+	if s.tracer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.tracer.Shutdown(ctx)
+		cancel()
 	}
 	if s.flusher != nil {
 		_ = s.flusher.Close()

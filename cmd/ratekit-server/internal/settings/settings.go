@@ -35,9 +35,22 @@ type Settings struct {
 	GRPCMaxConnectionAge      time.Duration
 	GRPCMaxConnectionAgeGrace time.Duration
 
+	// TLS on the gRPC port: the certificate and key files, read again
+	// when they change; with a client CA, client certificates are
+	// required and checked, and with a SAN, one of theirs must be it.
+	GRPCServerTLS       bool
+	GRPCServerTLSCert   string
+	GRPCServerTLSKey    string
+	GRPCClientTLSCACert string
+	GRPCClientTLSSAN    string
+
 	LogLevel  string
 	LogFormat string
 
+	// ConfigType is "file" or "grpc_xds_sotw".
+	ConfigType          string
+	XDS                 XDS
+	Tracing             Tracing
 	ForceStart          bool
 	HealthyWithConfig   bool
 	RuntimeRoot         string
@@ -55,6 +68,8 @@ type Settings struct {
 	UsePrometheus      bool
 	PrometheusAddr     string
 	PrometheusPath     string
+	// PrometheusMapperYAML is a statsd_exporter mapping file.
+	PrometheusMapperYAML string
 
 	LocalCacheBytes int
 	NearLimitRatio  float32
@@ -151,7 +166,13 @@ var Table = []Setting{
 	{"DEBUG_PORT", "6070", "debug port", integer(func(s *Settings) *int { return &s.DebugPort })},
 	{"LOG_LEVEL", "WARN", "trace, debug, info, warn, error, fatal or panic", oneOf(func(s *Settings) *string { return &s.LogLevel }, "trace", "debug", "info", "warn", "warning", "error", "fatal", "panic")},
 	{"LOG_FORMAT", "text", "text or json", str(func(s *Settings) *string { return &s.LogFormat })},
-	{"CONFIG_TYPE", "FILE", "FILE only (GRPC_XDS_SOTW is refused)", oneOf(nil, "file")},
+	{"GRPC_SERVER_USE_TLS", "false", "TLS on the gRPC port, with GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY", boolean(func(s *Settings) *bool { return &s.GRPCServerTLS })},
+	{"GRPC_SERVER_TLS_CERT", "", "certificate chain file of the gRPC port, read again when it changes", str(func(s *Settings) *string { return &s.GRPCServerTLSCert })},
+	{"GRPC_SERVER_TLS_KEY", "", "private key file of the gRPC port, read again when it changes", str(func(s *Settings) *string { return &s.GRPCServerTLSKey })},
+	{"GRPC_CLIENT_TLS_CACERT", "", "CA file of client certificates: when set, every client must present a certificate it signed", str(func(s *Settings) *string { return &s.GRPCClientTLSCACert })},
+	{"GRPC_CLIENT_TLS_SAN", "", "a DNS name the client certificate must hold (with GRPC_CLIENT_TLS_CACERT)", str(func(s *Settings) *string { return &s.GRPCClientTLSSAN })},
+	{"GRPC_SERVER_TLS_CA_CERT", "", "accepted, changes nothing: Envoy Gateway sets it, envoy's service does not read it (client certificates are checked with GRPC_CLIENT_TLS_CACERT)", noEffect()},
+	{"CONFIG_TYPE", "FILE", "FILE (files under RUNTIME_ROOT) or GRPC_XDS_SOTW (RateLimitConfig resources from an xDS server)", oneOf(func(s *Settings) *string { return &s.ConfigType }, "file", "grpc_xds_sotw")},
 	{"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", "start even when the files cannot be loaded (answers errors until they can)", boolean(func(s *Settings) *bool { return &s.ForceStart })},
 	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "false", "unhealthy until a configuration with a domain is loaded", boolean(func(s *Settings) *bool { return &s.HealthyWithConfig })},
 	{"RUNTIME_ROOT", "/srv/runtime_data/current", "root of the configuration files", str(func(s *Settings) *string { return &s.RuntimeRoot })},
@@ -168,7 +189,7 @@ var Table = []Setting{
 	{"USE_PROMETHEUS", "false", "serve statistics to Prometheus (USE_STATSD must be false)", boolean(func(s *Settings) *bool { return &s.UsePrometheus })},
 	{"PROMETHEUS_ADDR", ":9090", "address of the Prometheus listener", str(func(s *Settings) *string { return &s.PrometheusAddr })},
 	{"PROMETHEUS_PATH", "/metrics", "path of the Prometheus endpoint", str(func(s *Settings) *string { return &s.PrometheusPath })},
-	{"PROMETHEUS_MAPPER_YAML", "", "refused when set: the series are envoy's default mapping's", refused("statsd mapping of its own")},
+	{"PROMETHEUS_MAPPER_YAML", "", "a statsd_exporter mapping file the statistics go through, as in envoy; empty: envoy's default mapping", str(func(s *Settings) *string { return &s.PrometheusMapperYAML })},
 	{"USE_DOG_STATSD", "false", "refused when true", refusedTrue("DogStatsD")},
 	{"EXTRA_TAGS", "", "refused when set", refused("extra statistics tags")},
 	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", "remember over-limit keys locally until their window ends (about 128 bytes a key); 0 turns it off", integer(func(s *Settings) *int { return &s.LocalCacheBytes })},
@@ -201,8 +222,7 @@ var Table = []Setting{
 	{"REDIS_PIPELINE_LIMIT", "0", "accepted, changes nothing (as in envoy)", noEffect()},
 	{"EXPIRATION_JITTER_MAX_SECONDS", "300", "accepted, changes nothing: keys expire at their window's end", noEffect()},
 	{"REDIS_PERSECOND", "false", "refused when true: one Redis serves every limit", refusedTrue("second Redis for per-second limits")},
-	{"TRACING_ENABLED", "false", "refused when true", refusedTrue("OpenTelemetry tracing")},
-	{"GRPC_SERVER_USE_TLS", "false", "refused when true: terminate TLS in front of the server", refusedTrue("TLS on the gRPC port")},
+	{"TRACING_ENABLED", "false", "a span per ShouldRateLimit, exported over OTLP (OTEL_EXPORTER_OTLP_* say where)", boolean(func(s *Settings) *bool { return &s.Tracing.Enabled })},
 
 	{"RATEKIT_FAILURE_POLICY", "local", "when Redis fails: local (limit per replica), open (allow) or closed (deny)", failure},
 	{"RATEKIT_TIMEOUT", "50ms", "deadline of each decision's Redis call", duration(func(s *Settings) *time.Duration { return &s.Timeout })},
@@ -254,6 +274,9 @@ func Load(lookup func(string) (string, bool)) (Settings, []string, error) {
 		}
 	}
 	errs = append(errs, s.check(lookup)...)
+	more, moreErrs := s.checkFeatures(lookup)
+	notes = append(notes, more...)
+	errs = append(errs, moreErrs...)
 	return s, notes, errors.Join(errs...)
 }
 
@@ -264,7 +287,7 @@ func (s *Settings) check(lookup func(string) (string, bool)) []error {
 	if s.UsePrometheus && s.UseStatsd {
 		add("USE_PROMETHEUS and USE_STATSD are both true: envoy refuses two statistics sinks too; set USE_STATSD=false")
 	}
-	if s.RuntimeWatchRoot && s.RuntimeSubdirectory == "" {
+	if s.ConfigType == "file" && s.RuntimeWatchRoot && s.RuntimeSubdirectory == "" {
 		add("RUNTIME_WATCH_ROOT=true needs RUNTIME_SUBDIRECTORY: files are loaded from RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY (envoy would load none)")
 	}
 	if s.RedisTLS && (s.RedisTLSCert == "") != (s.RedisTLSKey == "") {

@@ -1,0 +1,115 @@
+package xds_test
+
+import (
+	"strings"
+	"testing"
+
+	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/xds"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/xdstest"
+)
+
+func load(t *testing.T, cs ...*rlsconf.RateLimitConfig) (*config.Config, error) {
+	t.Helper()
+	var files []config.File
+	for _, c := range cs {
+		f, err := xds.File(c)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	c, _, err := config.Load(files, config.Options{})
+	return c, err
+}
+
+// TestEnvoyGatewaySnapshotLoadsAsItsFile: a snapshot of Envoy Gateway's
+// shape loads to the configuration of the YAML file envoy's service
+// makes of it.
+func TestEnvoyGatewaySnapshotLoadsAsItsFile(t *testing.T) {
+	c, err := load(t, xdstest.EnvoyGateway(2, 3)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := `domain: default/eg/http
+descriptors:
+  - key: ` + xdstest.Route + `
+    value: ` + xdstest.Route + `
+    rate_limit: null
+    descriptors:
+      - key: rule-0-match-0
+        value: ""
+        rate_limit: {requests_per_unit: 2, unit: MINUTE, unlimited: false, name: "", replaces: []}
+        descriptors: []
+        shadow_mode: false
+        detailed_metric: false
+      - key: masked_remote_address
+        value: 10.0.0.0/8
+        rate_limit: {requests_per_unit: 3, unit: MINUTE}
+        descriptors:
+          - key: rule-1-match-0
+            value: GET
+            rate_limit: {requests_per_unit: 30, unit: HOUR}
+`
+	want, _, err := config.Load([]config.File{{Name: "f.yaml", Data: []byte(file)}}, config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dump() != want.Dump() || c.Rules() != 3 {
+		t.Fatalf("from xDS:\n%s\nfrom the file:\n%s", c.Dump(), want.Dump())
+	}
+}
+
+// TestRatekitKeysInMetadata: ratekit's keys reach a configuration from
+// xDS through the descriptor's metadata.
+func TestRatekitKeysInMetadata(t *testing.T) {
+	md, err := structpb.NewStruct(map[string]any{
+		"team": "payments",
+		xds.MetadataKey: map[string]any{
+			"algorithm": "gcra", "burst": 20, "period": "90s",
+			"limits": []any{map[string]any{"unit": "hour", "requests_per_unit": 1000, "algorithm": "sliding-counter"}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &rlsconf.RateLimitConfig{Name: "n", Domain: "api", Descriptors: []*rlsconf.RateLimitDescriptor{{
+		Key: "user", Metadata: md,
+		RateLimit: &rlsconf.RateLimitPolicy{RequestsPerUnit: 10},
+	}}}
+	c, err := load(t, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump := c.Dump()
+	for _, want := range []string{"ratekit: gcra 10 per 1m30s burst 20", "ratekit: sliding-counter 1000 per 1h0m0s"} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("%q not in\n%s", want, dump)
+		}
+	}
+
+	bad, _ := structpb.NewStruct(map[string]any{xds.MetadataKey: map[string]any{"algorithm": "leaky"}})
+	rc.Descriptors[0].Metadata = bad
+	if _, err := load(t, rc); err == nil || !strings.Contains(err.Error(), "leaky") {
+		t.Fatalf("an unknown algorithm: %v", err)
+	}
+	unknown, _ := structpb.NewStruct(map[string]any{xds.MetadataKey: map[string]any{"bucket": 1}})
+	rc.Descriptors[0].Metadata = unknown
+	if _, err := load(t, rc); err == nil || !strings.Contains(err.Error(), "ratekit.bucket is none of ratekit's keys") {
+		t.Fatalf("an unknown key: %v", err)
+	}
+	noLimit, _ := structpb.NewStruct(map[string]any{xds.MetadataKey: map[string]any{"burst": 3}})
+	rc.Descriptors[0].Metadata, rc.Descriptors[0].RateLimit = noLimit, nil
+	if _, err := load(t, rc); err == nil || !strings.Contains(err.Error(), "without a rate_limit") {
+		t.Fatalf("burst without a limit: %v", err)
+	}
+}
+
+func TestBrokenSnapshotIsRefused(t *testing.T) {
+	if _, err := load(t, xdstest.Broken()); err == nil || !strings.Contains(err.Error(), "xds:default/eg/broken") {
+		t.Fatalf("%v", err)
+	}
+}
