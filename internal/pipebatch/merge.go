@@ -30,7 +30,7 @@ local m = tonumber(ARGV[1])
 local out, o, k, a = {}, 0, 0, 1 + 2 * m
 for i = 1, m do
   local nk, na = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
-  local r = call({unpack(KEYS, k + 1, k + nk)}, {unpack(ARGV, a + 1, a + na)})
+  local r = call({(table.unpack or unpack)(KEYS, k + 1, k + nk)}, {(table.unpack or unpack)(ARGV, a + 1, a + na)})
   o = o + 1
   out[o] = #r
   for j = 1, #r do out[o + j] = r[j] end

@@ -1,5 +1,7 @@
 // Package redistest starts real redis-server processes for tests and stops
-// them when the test ends.
+// them when the test ends. With RATEKIT_TEST_SERVER=valkey in the
+// environment it starts valkey-server processes instead, for every
+// server, node and Sentinel (see [ServerEnv]).
 //
 // Every server listens on its own free port on 127.0.0.1, keeps nothing on
 // disk (no RDB snapshots, no AOF) and works in a directory of its own from
@@ -40,10 +42,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-const (
-	// binary is the name of the server executable looked up on PATH.
-	binary = "redis-server"
+// ServerEnv names the environment variable that chooses the server the
+// helpers start: "valkey" for valkey-server (Sentinels too run as
+// valkey-server --sentinel), "redis" or nothing for redis-server.
+const ServerEnv = "RATEKIT_TEST_SERVER"
 
+// binary is the server executable looked up on PATH, as ServerEnv
+// chooses; "" for a value of ServerEnv that names no server.
+var binary = map[string]string{"": "redis-server", "redis": "redis-server", "valkey": "valkey-server"}[os.Getenv(ServerEnv)]
+
+// Binary returns the name of the server executable the helpers start:
+// redis-server, or valkey-server when the environment has
+// RATEKIT_TEST_SERVER=valkey.
+func Binary() string { return binary }
+
+const (
 	// startTimeout bounds the wait for a new process to answer PING.
 	startTimeout = 15 * time.Second
 	// startAttempts is how many ports StartServer tries when the one it
@@ -65,23 +78,29 @@ const (
 // either it could not bind it or another server answers there.
 var errPortInUse = errors.New("port already in use")
 
-// Available reports whether redis-server is on PATH.
+// Available reports whether the server executable ([Binary]) is on PATH.
 func Available() bool {
+	if binary == "" {
+		return false
+	}
 	_, err := exec.LookPath(binary)
 	return err == nil
 }
 
-// Require skips the test when redis-server is not on PATH, with a message
-// saying how to install it. When the environment has CI=true it fails the
-// test with t.Fatal instead, so that a CI machine without redis-server cannot
-// pass by skipping every test that needs it.
+// Require skips the test when the server executable ([Binary]) is not on
+// PATH, with a message saying how to install it. When the environment has
+// CI=true it fails the test with t.Fatal instead, so that a CI machine
+// without the server cannot pass by skipping every test that needs it.
 func Require(tb testing.TB) {
 	tb.Helper()
+	if binary == "" {
+		tb.Fatalf("redistest: %s=%q names no server; want redis or valkey", ServerEnv, os.Getenv(ServerEnv))
+	}
 	if Available() {
 		return
 	}
-	const msg = "redistest: redis-server not found on PATH; " +
-		"install it to run this test (Debian/Ubuntu: apt-get install redis-server)"
+	msg := "redistest: " + binary + " not found on PATH; " +
+		"install it to run this test (Debian/Ubuntu: apt-get install " + binary + ")"
 	if os.Getenv("CI") == "true" {
 		tb.Fatal(msg + " [CI=true: failing instead of skipping]")
 	}

@@ -312,7 +312,7 @@ func TestRequire(t *testing.T) {
 			if got != tc.want {
 				t.Fatalf("Require: the test would %s (%q), want %s", got, msg, tc.want)
 			}
-			if got != "run" && !strings.Contains(msg, "apt-get install redis-server") {
+			if got != "run" && !strings.Contains(msg, "apt-get install "+binary) {
 				t.Errorf("Require's message %q does not say how to install redis-server", msg)
 			}
 			if got == "fail" && !strings.Contains(msg, "CI=true") {
@@ -439,5 +439,27 @@ func TestRestartWaitsForPort(t *testing.T) {
 	}
 	if err := s.Client(t).Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServerChosen: the servers, nodes and Sentinels started are the ones
+// RATEKIT_TEST_SERVER chooses: Valkey's INFO names it with server_name,
+// which Redis's lacks.
+func TestServerChosen(t *testing.T) {
+	info, err := doString(t.Context(), StartServer(t).Addr(), "INFO", "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	valkey := infoFields(info)["server_name"] == "valkey"
+	if want := Binary() == "valkey-server"; valkey != want {
+		t.Fatalf("%s=%q: the server is Valkey: %v, want %v", ServerEnv, os.Getenv(ServerEnv), valkey, want)
+	}
+	sen := StartSentinel(t)
+	info, err = doString(t.Context(), sen.Addrs()[0], "INFO", "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := infoFields(info)["server_name"] == "valkey"; got != valkey {
+		t.Fatalf("a Sentinel is Valkey: %v, the server: %v", got, valkey)
 	}
 }

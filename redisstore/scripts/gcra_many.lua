@@ -16,7 +16,7 @@
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]
 -- one MGET reads every key, repeats included, for less than a GET each
-local vals = redis.call('MGET', unpack(KEYS))
+local vals = redis.call('MGET', (table.unpack or unpack)(KEYS))
 local out = {}
 local tats = {}  -- key -> its TAT after the calls so far
 local moved = {} -- key -> true once an allowed call moved its TAT

@@ -61,7 +61,7 @@ local function slidinglog_commit(key, now, s, n)
       args[j + 2] = stamp .. '-' .. string.format('%05d', s.c + i)
       i, j = i + 1, j + 2
     end
-    redis.call('ZADD', key, unpack(args))
+    redis.call('ZADD', key, (table.unpack or unpack)(args))
   end
   redis.call('PEXPIRE', key, math.ceil(s.period / 1000) + 1)
 end
@@ -91,7 +91,7 @@ local function slidinglog_refund(key, now, rate, period, burst, n, x)
   if above[2] and (not at or tonumber(above[2]) - est < est - at) then at = tonumber(above[2]) end
   if not at or math.abs(at - est) > refund_slack(period) then return end
   local stamp = string.format('%d', at)
-  redis.call('ZREM', key, unpack(redis.call('ZREVRANGEBYSCORE', key, stamp, stamp, 'LIMIT', 0, n)))
+  redis.call('ZREM', key, (table.unpack or unpack)(redis.call('ZREVRANGEBYSCORE', key, stamp, stamp, 'LIMIT', 0, n)))
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if not newest[2] then return end
   local last = redis.call('ZRANGEBYSCORE', key, newest[2], newest[2])
@@ -101,7 +101,7 @@ local function slidinglog_refund(key, now, rate, period, burst, n, x)
   stamp = string.format('%d', tonumber(newest[2]))
   -- in chunks, as slidinglog_commit adds: all old names go before any new
   for i = 1, #last, 1000 do
-    redis.call('ZREM', key, unpack(last, i, math.min(i + 999, #last)))
+    redis.call('ZREM', key, (table.unpack or unpack)(last, i, math.min(i + 999, #last)))
   end
   local i = 1
   while i <= #last do
@@ -111,7 +111,7 @@ local function slidinglog_refund(key, now, rate, period, burst, n, x)
       args[j + 2] = stamp .. '-' .. string.format('%05d', size - #last + i)
       i, j = i + 1, j + 2
     end
-    redis.call('ZADD', key, unpack(args))
+    redis.call('ZADD', key, (table.unpack or unpack)(args))
   end
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end

@@ -94,7 +94,7 @@ for _, key in ipairs(order) do
         args[j + 2] = stamp .. '-' .. string.format('%05d', i)
         i, j = i + 1, j + 2
       end
-      redis.call('ZADD', key, unpack(args))
+      redis.call('ZADD', key, (table.unpack or unpack)(args))
     end
     redis.call('PEXPIRE', key, math.ceil(period / 1000) + 1)
   end

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/compat"
 	"github.com/ratekit/ratekit/core"
+	"github.com/ratekit/ratekit/internal/luaproxy"
 	"github.com/ratekit/ratekit/internal/pipebatch"
 	"github.com/ratekit/ratekit/internal/redistest"
 	"github.com/ratekit/ratekit/redisstore"
@@ -29,6 +30,12 @@ func newStore(t *testing.T, batch int) (*compat.Store, *redis.Client, *redistest
 	t.Helper()
 	rs := redistest.StartServer(t)
 	c := rs.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
+	if lua54 != nil {
+		p := luaproxy.Start(t, rs.Addr())
+		*lua54 = append(*lua54, p)
+		c = redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+	}
 	s, err := compat.New(c, compat.Options{Batch: batch})
 	if err != nil {
 		t.Fatal(err)
