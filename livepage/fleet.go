@@ -56,16 +56,13 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 return 1
 `)
 
-// readScript: KEYS[1] the index; ARGV[1] the prefix of the processes'
-// strings (in the index's slot). Returns the strings that exist.
-var readScript = redis.NewScript(`
-local out = {}
-for _, p in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  local v = redis.call('GET', ARGV[1] .. p)
-  if v then out[#out + 1] = v end
-end
-return out
-`)
+// membersScript: KEYS[1] the index. Returns the processes it lists.
+var membersScript = redis.NewScript(`return redis.call('ZRANGE', KEYS[1], 0, -1)`)
+
+// readScript: KEYS the processes' strings (all in the index's slot).
+// Returns each string, false where it has expired. The keys are declared,
+// not built in the script, so servers that refuse undeclared keys run it.
+var readScript = redis.NewScript(`return redis.call('MGET', (table.unpack or unpack)(KEYS))`)
 
 func (f *redisFleet) Publish(ctx context.Context, process string, payload []byte, ttl time.Duration) error {
 	err := publishScript.Run(ctx, f.client, []string{f.index, f.values + process}, process, payload, ttl.Milliseconds()).Err()
@@ -76,17 +73,30 @@ func (f *redisFleet) Publish(ctx context.Context, process string, payload []byte
 }
 
 func (f *redisFleet) Read(ctx context.Context) ([][]byte, error) {
-	v, err := readScript.Run(ctx, f.client, []string{f.index}, f.values).Slice()
+	members, err := membersScript.Run(ctx, f.client, []string{f.index}).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("livepage: read the fleet: %w", err)
+	}
+	if len(members) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(members))
+	for i, p := range members {
+		keys[i] = f.values + p
+	}
+	v, err := readScript.Run(ctx, f.client, keys).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("livepage: read the fleet: %w", err)
 	}
 	out := make([][]byte, 0, len(v))
 	for _, x := range v {
-		s, ok := x.(string)
-		if !ok {
+		switch s := x.(type) {
+		case nil: // expired between the two calls
+		case string:
+			out = append(out, []byte(s))
+		default:
 			return nil, fmt.Errorf("livepage: read the fleet: a %T in the reply", x)
 		}
-		out = append(out, []byte(s))
 	}
 	return out, nil
 }
