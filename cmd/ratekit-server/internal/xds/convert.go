@@ -114,8 +114,8 @@ func lift(m map[string]any, md *structpb.Struct, at string) error {
 	}
 	for k, v := range rk {
 		switch {
-		case k == "limits":
-			m["limits"] = v
+		case k == "limits" || k == "hits_always_land":
+			m[k] = v
 		case slices.Contains(rateLimitKeys, k):
 			rl, ok := m["rate_limit"].(map[string]any)
 			if !ok {
@@ -127,7 +127,7 @@ func lift(m map[string]any, md *structpb.Struct, at string) error {
 				delete(rl, "unit")
 			}
 		default:
-			return fmt.Errorf("%s: metadata %s.%s is none of ratekit's keys (algorithm, burst, period, unit_multiplier, limits)", at, MetadataKey, k)
+			return fmt.Errorf("%s: metadata %s.%s is none of ratekit's keys (algorithm, burst, period, unit_multiplier, limits, hits_always_land)", at, MetadataKey, k)
 		}
 	}
 	return nil

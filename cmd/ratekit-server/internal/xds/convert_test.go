@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -105,6 +106,34 @@ func TestRatekitKeysInMetadata(t *testing.T) {
 	rc.Descriptors[0].Metadata, rc.Descriptors[0].RateLimit = noLimit, nil
 	if _, err := load(t, rc); err == nil || !strings.Contains(err.Error(), "without a rate_limit") {
 		t.Fatalf("burst without a limit: %v", err)
+	}
+}
+
+// TestHitsAlwaysLandInMetadata: a descriptor's hits_always_land reaches a
+// configuration from xDS, as it does from a file, and a bad value is refused.
+func TestHitsAlwaysLandInMetadata(t *testing.T) {
+	md, err := structpb.NewStruct(map[string]any{xds.MetadataKey: map[string]any{"hits_always_land": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &rlsconf.RateLimitConfig{Name: "n", Domain: "api", Descriptors: []*rlsconf.RateLimitDescriptor{
+		{Key: "tokens", Metadata: md, RateLimit: &rlsconf.RateLimitPolicy{RequestsPerUnit: 100, Unit: rlsconf.RateLimitUnit_MINUTE}},
+		{Key: "plain", RateLimit: &rlsconf.RateLimitPolicy{RequestsPerUnit: 100, Unit: rlsconf.RateLimitUnit_MINUTE}},
+	}}
+	c, err := load(t, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]bool{"tokens": true, "plain": false} {
+		r := c.Domain("api").Match([]*rlv3.RateLimitDescriptor_Entry{{Key: key}}).Rule
+		if r == nil || r.HitsAlwaysLand != want {
+			t.Errorf("%s: rule %+v, want hits_always_land %t", key, r, want)
+		}
+	}
+	bad, _ := structpb.NewStruct(map[string]any{xds.MetadataKey: map[string]any{"hits_always_land": "sometimes"}})
+	rc.Descriptors[0].Metadata = bad
+	if _, err := load(t, rc); err == nil || !strings.Contains(err.Error(), "hits_always_land") {
+		t.Fatalf("hits_always_land: sometimes: %v", err)
 	}
 }
 
