@@ -3,9 +3,8 @@ package redisstore
 import (
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/ratekit/ratekit/internal/rediserr"
 )
 
 // ErrNoPermission is wrapped, with Redis's own error, by the errors of a
@@ -21,9 +20,7 @@ var ErrNoPermission = errors.New("ratekit: the Redis user lacks a permission")
 // noPermission reports whether err is Redis refusing a command for want
 // of an ACL permission: NOPERM, or the error a script gets for a PUBLISH
 // to a channel its user may not use.
-func noPermission(err error) bool {
-	return err != nil && (redis.HasErrorPrefix(err, "NOPERM") || strings.Contains(err.Error(), "can't publish to the channel"))
-}
+func noPermission(err error) bool { return rediserr.NoPermission(err) }
 
 // publishErr wraps err, of a call that writes and then publishes on
 // ResetChannel, with ErrNoPermission when the user may not publish there:
