@@ -12,8 +12,8 @@ import (
 func TestRedisVersion(t *testing.T) {
 	for info, want := range map[string][2]int{
 		"# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n": {7, 0},
-		"# Server\r\nredis_version:6.2.0\r\n":                          {6, 2},
-		"redis_version:5.0.14\r\n":                                     {5, 0},
+		"# Server\r\nredis_version:6.2.0\r\n":                           {6, 2},
+		"redis_version:5.0.14\r\n":                                      {5, 0},
 	} {
 		if got, ok := redisVersion(info); !ok || got != want {
 			t.Errorf("%q: %v %v, want %v", info, got, ok, want)
