@@ -36,7 +36,14 @@ type infoer interface {
 // client without Info, a server that does not answer in time, refuses
 // INFO (an ACL user without it) or reports no version (miniredis) is not
 // checked: only a server that says it is too old is refused.
-func checkVersion(client redis.Scripter) error {
+func checkVersion(client redis.Scripter) (err error) {
+	defer func() {
+		// a client's hook that panics leaves the server unchecked, as a
+		// store call turns such a panic into an error
+		if recover() != nil {
+			err = nil
+		}
+	}()
 	c, ok := client.(infoer)
 	if !ok {
 		return nil
