@@ -210,7 +210,7 @@ func (l *Limiter) decideGroups(ctx context.Context, p *plan, d *Decision, result
 		c.results = append(c.results, make([]Result, len(c.checks))...)
 		late, gerr := l.decide(ctx, &c)
 		if gerr != nil && !errors.Is(gerr, ErrUnavailable) {
-			l.giveBack(ctx, p, d, decided) // the groups before g
+			l.refundDenied(ctx, p, d, decided) // the groups before g
 			return gerr
 		}
 		if !c.shadow {
@@ -223,7 +223,7 @@ func (l *Limiter) decideGroups(ctx context.Context, p *plan, d *Decision, result
 		// denied, or failing closed: what the groups before the last
 		// spent goes back (the last spent nothing, or is denied by
 		// failClosed and given back here too)
-		l.giveBack(ctx, p, d, decided)
+		l.refundDenied(ctx, p, d, decided)
 	}
 	if decided == p.groups {
 		return err // every rule's group decided: all are kept

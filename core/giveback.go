@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// giveBack gives back what the rules of p's groups below upto spent, the
+// refundDenied gives back what the rules of p's groups below upto spent, the
 // request having been denied: a denied request spends nothing under any
 // of its rules, though the Limiter decides its identities one after the
 // other and a later identity's denial comes after an earlier one spent.
@@ -22,7 +22,7 @@ import (
 // leaves its units spent until they refill. An open breaker, or a store
 // that is no [QuotaStore], gives nothing back to the store. Each result is
 // marked refunded, so a later Refund of the decision gives nothing twice.
-func (l *Limiter) giveBack(ctx context.Context, p *plan, d *Decision, upto int) {
+func (l *Limiter) refundDenied(ctx context.Context, p *plan, d *Decision, upto int) {
 	var (
 		cbuf [stackRules]Check
 		dl   deadline // one for every group's refund, made when first needed
