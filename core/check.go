@@ -31,11 +31,21 @@ import (
 //     observe).
 
 // Check decides req against rules, in order, and spends each applicable
-// rule's cost if and only if the rules of one identity all allow it. Rules
-// of one identity (and cost) are decided together in one store call; rules
+// rule's cost if and only if every rule allows it. Rules of one identity
+// (and cost) are decided together in one store call, all or nothing; rules
 // of different identities are decided one identity after the other, and
-// the first identity whose rules deny stops the rest. Results follow rule
-// order.
+// the first identity whose rules deny stops the rest. What the identities
+// before it spent is then given back before Check returns, as
+// [Limiter.Refund] gives back, in one store call per identity within one
+// more deadline ([WithTimeout]): a denied request spends nothing, though
+// its earlier identities' units count for the round trip in between. A
+// give-back that fails leaves its units spent until they refill, and is
+// reported as a failed store call (the breaker, [OnError], the logger,
+// [Observer].StoreCalled); the decision stays a denial. The same holds when
+// a later identity's store failure denies the request under [FailClosed].
+// Results follow rule order, and those of the earlier identities say what
+// they decided before the give-back; a later Refund of the decision gives
+// them nothing more.
 //
 // A rule in shadow mode ([Rule.Shadow], [WithShadow]) is decided and spent
 // as usual, in a store call of its own, but never denies: its result may
@@ -200,6 +210,7 @@ func (l *Limiter) decideGroups(ctx context.Context, p *plan, d *Decision, result
 		c.results = append(c.results, make([]Result, len(c.checks))...)
 		late, gerr := l.decide(ctx, &c)
 		if gerr != nil && !errors.Is(gerr, ErrUnavailable) {
+			l.refundDenied(ctx, p, d, decided) // the groups before g
 			return gerr
 		}
 		if !c.shadow {
@@ -207,6 +218,12 @@ func (l *Limiter) decideGroups(ctx context.Context, p *plan, d *Decision, result
 		}
 		p.settle(g, &c, late, d)
 		decided++
+	}
+	if !d.Allowed || err != nil {
+		// denied, or failing closed: what the groups before the last
+		// spent goes back (the last spent nothing, or is denied by
+		// failClosed and given back here too)
+		l.refundDenied(ctx, p, d, decided)
 	}
 	if decided == p.groups {
 		return err // every rule's group decided: all are kept

@@ -403,7 +403,17 @@ func (l *Limiter) watchResets() {
 	if !ok {
 		return
 	}
-	stop, err := w.WatchResets(l.forget)
+	var (
+		stop func()
+		err  error
+	)
+	if r, ok := w.(ResetWatchReporter); ok {
+		stop, err = r.WatchResetsReporting(l.forget, func(err error) {
+			l.report(fmt.Errorf("ratekit: resets made through other replicas will not clear this one's memory: %w", err))
+		})
+	} else {
+		stop, err = w.WatchResets(l.forget)
+	}
 	if err != nil {
 		if l.logger != nil {
 			l.logger.LogAttrs(context.Background(), slog.LevelWarn,

@@ -188,6 +188,18 @@ type QuotaStore interface {
 	WatchResets(fn func(key string)) (stop func(), err error)
 }
 
+// ResetWatchReporter is implemented by a [QuotaStore] that can tell a
+// watcher why watching fails after WatchResets returned, such as a Redis
+// user that may not subscribe to the store's channel. A [Limiter] watches
+// through it when its store has it, and reports such an error to
+// [OnError] and its logger: resets made through other processes no longer
+// reach it, and nothing else would say so.
+type ResetWatchReporter interface {
+	// WatchResetsReporting is WatchResets, calling report with each error
+	// that stops the watching from working, from a goroutine of the store's.
+	WatchResetsReporting(fn func(key string), report func(error)) (stop func(), err error)
+}
+
 // ErrClosed is returned, wrapped, by a store that has been closed.
 var ErrClosed = errors.New("ratekit: store closed")
 

@@ -29,6 +29,14 @@ var ErrExceedsBurst = errors.New("ratekit: outbound: n exceeds the burst")
 // ErrClosed is returned by a Limiter after [Limiter.Close].
 var ErrClosed = errors.New("ratekit: outbound: limiter closed")
 
+// ErrNoPermission is wrapped, with Redis's own error, by the error of a
+// [Limiter.Pause] whose Redis user may not publish on the Limiter's pause
+// channel (the pause applied in Redis, the other processes were not told),
+// and by the error [OnError] hears when Redis refuses the subscription to
+// it. The channel is the prefix, the name and ":pauses"; an ACL user needs
+// it, or a pattern such as &ratekit:outbound:*. The error's text names it.
+var ErrNoPermission = errors.New("ratekit: outbound: the Redis user lacks a permission")
+
 // Limiter keeps every process that shares its Redis under one [Limit] for
 // each key (an upstream, an account of it), handing callers their turns as
 // golang.org/x/time/rate's Limiter does within one process: [Limiter.Wait]

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratekit/ratekit/internal/rediserr"
 )
 
 // DefaultPause is how long a 429 without Retry-After pauses its key.
@@ -64,6 +66,10 @@ func (l *Limiter) pause(ctx context.Context, key string, d time.Duration, conges
 	v, err := l.run(ctx, pauseScript, skey, strconv.FormatInt(d.Microseconds(), 10), cong, channel)
 	recv := l.now()
 	if err != nil {
+		if rediserr.NoPermission(err) {
+			err = fmt.Errorf("%w to PUBLISH on channel %q, so the other processes were not told, though the pause applied in Redis (grant it: ACL SETUSER <user> &%s): %w",
+				ErrNoPermission, l.channel, l.channel, err)
+		}
 		return fmt.Errorf("ratekit: outbound: pause: %w", err)
 	}
 	f, err := parseInts("pause", v, 3)
@@ -98,8 +104,27 @@ func (l *Limiter) start() {
 // those of the keys it waits on from Redis (see recheck).
 func (l *Limiter) listen(ps *redis.PubSub) {
 	defer ps.Close()
-	ch := ps.ChannelWithSubscriptions()
+	l.wg.Go(func() {
+		<-l.stop
+		_ = ps.Close() // ends a first Receive still waiting
+	})
 	subscribed := false
+	// the first reply tells whether Redis took the subscription: one it
+	// refuses for want of a permission (an ACL user without the channel)
+	// is told to OnError, since the PubSub's own retries are silent
+	switch m, err := ps.Receive(context.Background()); {
+	case rediserr.NoPermission(err):
+		if l.cfg.onError != nil {
+			l.cfg.onError(fmt.Errorf("%w to SUBSCRIBE to channel %q, so pauses made through other processes do not reach this one until it reads them from Redis (grant it: ACL SETUSER <user> &%s): %w",
+				ErrNoPermission, l.channel, l.channel, err))
+		}
+	case err == nil:
+		if m, ok := m.(*redis.Subscription); ok && m.Kind == "subscribe" {
+			l.recheck(false)
+			subscribed = true
+		}
+	}
+	ch := ps.ChannelWithSubscriptions()
 	for {
 		select {
 		case <-l.stop:

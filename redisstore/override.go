@@ -113,7 +113,7 @@ func (s *Store) SetOverride(ctx context.Context, key, override string, limit cor
 	})
 	if err != nil {
 		s.reloadSlots(err)
-		return fmt.Errorf("ratekit: redis: set override: %w", err)
+		return fmt.Errorf("ratekit: redis: set override: %w", publishErr(err))
 	}
 	return nil
 }
@@ -130,7 +130,7 @@ func (s *Store) ClearOverride(ctx context.Context, key, override string) error {
 	})
 	if err != nil {
 		s.reloadSlots(err)
-		return fmt.Errorf("ratekit: redis: clear override: %w", err)
+		return fmt.Errorf("ratekit: redis: clear override: %w", publishErr(err))
 	}
 	return nil
 }

@@ -117,7 +117,7 @@ func (s *Store) Reset(ctx context.Context, keys ...string) error {
 	})
 	if err != nil {
 		s.reloadSlots(err)
-		return fmt.Errorf("ratekit: redis: reset: %w", err)
+		return fmt.Errorf("ratekit: redis: reset: %w", publishErr(err))
 	}
 	return nil
 }
@@ -150,7 +150,24 @@ func (s *Store) WatchResets(fn func(key string)) (stop func(), err error) {
 	if fn == nil {
 		return nil, fmt.Errorf("ratekit: WatchResets: nil func")
 	}
-	return s.resets.watch(sub, fn)
+	return s.resets.watch(sub, fn, nil)
+}
+
+// WatchResetsReporting is [Store.WatchResets] that also calls report, once,
+// when Redis refuses the subscription for want of a permission, with an
+// error wrapping [ErrNoPermission] that names it: an ACL user without the
+// channel [ResetChannel]. It implements [core.ResetWatchReporter], so a
+// [core.Limiter] tells [core.OnError] and its logger. The subscription
+// keeps being tried, and resets reach this process once it is allowed.
+func (s *Store) WatchResetsReporting(fn func(key string), report func(error)) (stop func(), err error) {
+	sub, ok := s.client.(subscriber)
+	if !ok {
+		return nil, fmt.Errorf("%w: watching resets needs a client with a Subscribe method, not %T", core.ErrNotSupported, s.client)
+	}
+	if fn == nil {
+		return nil, fmt.Errorf("ratekit: WatchResets: nil func")
+	}
+	return s.resets.watch(sub, fn, report)
 }
 
 // resetHub fans one subscription to ResetChannel out to a store's
@@ -158,7 +175,9 @@ func (s *Store) WatchResets(fn func(key string)) (stop func(), err error) {
 type resetHub struct {
 	mu       sync.Mutex
 	closed   bool
+	refused  error // why Redis refused the subscription, for want of a permission
 	watchers map[int]func(string)
+	reports  map[int]func(error) // of the watchers that want to hear why watching fails
 	next     int
 	ps       *redis.PubSub // nil while nobody watches, and while subscribing
 	cancel   func()        // ends the subscribing
@@ -166,7 +185,7 @@ type resetHub struct {
 	deliver  sync.Mutex    // held while watchers are called
 }
 
-func (h *resetHub) watch(sub subscriber, fn func(string)) (func(), error) {
+func (h *resetHub) watch(sub subscriber, fn func(string), report func(error)) (func(), error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -178,6 +197,15 @@ func (h *resetHub) watch(sub subscriber, fn func(string)) (func(), error) {
 	id := h.next
 	h.next++
 	h.watchers[id] = fn
+	if report != nil {
+		if h.reports == nil {
+			h.reports = make(map[int]func(error))
+		}
+		h.reports[id] = report
+		if h.refused != nil { // told the watchers before this one
+			go report(h.refused)
+		}
+	}
 	if h.done == nil {
 		// subscribing does I/O, which the goroutine does
 		var ctx context.Context
@@ -211,6 +239,18 @@ func (h *resetHub) run(ctx context.Context, sub subscriber, done chan struct{}) 
 	h.mu.Unlock()
 	var fns []func(string)
 	subscribed := false
+	// the first reply tells whether Redis took the subscription: one it
+	// refuses for want of a permission (an ACL user without the channel)
+	// is told to the watchers that want to hear, since the PubSub's own
+	// retries are silent
+	switch m, err := ps.Receive(ctx); {
+	case noPermission(err):
+		h.refuse(subscribeErr(err))
+	case err == nil:
+		if m, ok := m.(*redis.Subscription); ok && m.Kind == "subscribe" {
+			subscribed = true
+		}
+	}
 	for msg := range ps.ChannelWithSubscriptions() {
 		var key string
 		switch m := msg.(type) {
@@ -243,11 +283,27 @@ func (h *resetHub) run(ctx context.Context, sub subscriber, done chan struct{}) 
 	}
 }
 
+// refuse tells the watchers that want to hear why the subscription was
+// refused, and those that come later.
+func (h *resetHub) refuse(err error) {
+	h.mu.Lock()
+	h.refused = err
+	reports := make([]func(error), 0, len(h.reports))
+	for _, r := range h.reports {
+		reports = append(reports, r)
+	}
+	h.mu.Unlock()
+	for _, r := range reports {
+		r(err)
+	}
+}
+
 // unwatch removes watcher id and waits for calls of it in progress; the
 // last one ends the subscription and waits for its goroutine.
 func (h *resetHub) unwatch(id int) {
 	h.mu.Lock()
 	delete(h.watchers, id)
+	delete(h.reports, id)
 	if len(h.watchers) > 0 || h.done == nil {
 		h.mu.Unlock()
 		h.deliver.Lock() // wait for a delivery in progress
@@ -277,6 +333,7 @@ func (h *resetHub) close() {
 	h.mu.Lock()
 	h.closed = true
 	clear(h.watchers)
+	clear(h.reports)
 	if h.done == nil {
 		h.mu.Unlock()
 		return

@@ -137,6 +137,11 @@ type processor interface {
 // a pipeline there spans servers and returns when the slowest does, so a
 // failing master would hold up the calls of the healthy ones.
 //
+// New asks the server INFO server, within a second, and refuses one that
+// reports a redis_version older than 6.2 with an error wrapping
+// [ErrServerTooOld]; a server that does not answer, or refuses INFO, is
+// not checked (Valkey reports a redis_version of 7.2.4 and passes).
+//
 // New takes [WithBatching] and [WithoutBatching], and returns an
 // error for a nil client, for any other option, and for WithBatching over
 // a client without a Pipeline method.
@@ -152,6 +157,9 @@ func New(client redis.Scripter, opts ...Option) (*Store, error) {
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if err := checkVersion(client); err != nil {
+		return nil, fmt.Errorf("ratekit: redisstore.New: %w", err)
 	}
 	s := &Store{client: client, born: time.Now()}
 	s.divert, s.keeps = redisopt.KeepDeadlines(client)

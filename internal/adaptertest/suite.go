@@ -18,7 +18,9 @@ import (
 // Run proves the adapter that h builds against the behaviour every adapter
 // shares, one subtest each: the header fields and the 429 answer, the
 // header styles, skipping, stacked per-route middlewares, the denied and
-// error handlers, requests without an identity, the request's context
+// error handlers, requests without an identity, a denial by a later
+// identity's rule (which spends nothing under the earlier's, on a real
+// redis-server and a Cluster), the request's context
 // reaching the store, the answers to a failing store, to a misconfigured
 // rule and to a request that can never be allowed, and the constructors'
 // errors.
@@ -45,6 +47,7 @@ func Run(t *testing.T, h Harness) {
 		{"CountOnlyConcurrent", testCountOnlyConcurrent},
 		{"CountOnlyPanic", testCountOnlyPanic},
 		{"CountOnlyHeaders", testCountOnlyHeaders},
+		{"DeniedSpendsNothing", testDeniedSpendsNothing},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, h) })

@@ -47,3 +47,10 @@ func KeyError(err error) bool {
 func Timeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
 }
+
+// NoPermission reports whether err is Redis refusing a command for want of
+// an ACL permission: NOPERM, or the error a script gets for a PUBLISH to a
+// channel its user may not use.
+func NoPermission(err error) bool {
+	return err != nil && (redis.HasErrorPrefix(err, "NOPERM") || strings.Contains(err.Error(), "can't publish to the channel"))
+}

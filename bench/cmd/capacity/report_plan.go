@@ -96,8 +96,8 @@ func (r *report) leasingCap(p *printer) {
 	lrow, urow := r.rows[li], r.rows[ui]
 	size := lrow.samples[0].leaseSize
 	calls := lrow.stat(sample.scriptCalls).med
-	p.f("Leasing (GCRA): a lease takes `LeaseSize` units in one script call, `leasestore.Store.LeaseSize`")
-	p.f("of the limit, here min(%s ÷ 64, 1024) = %d units; the replica then spends them without Redis for up", figures.Thousands(benchRate), size)
+	p.f("Leasing (GCRA): a lease takes `Size` units in one script call, `leasestore.Store.Size`")
+	p.f("of the limit, here min(%s ÷ 64, 65,536) = %d units; the replica then spends them without Redis for up", figures.Thousands(benchRate), size)
 	p.f("to the lease's hold. Measured on the hot key (%s), Redis saw %.5f script calls per decision, where", id(li), calls)
 	p.f("1 ÷ %d = %.5f would be one call per lease. Each lease call costs about what one unbatched call does", size, 1/float64(size))
 	p.f("(the lease calls of one key queue behind each other), so:")
@@ -116,11 +116,11 @@ func (r *report) leasingCap(p *printer) {
 	p.f("  own process (this one made %s decisions/s on the key, %s, sharing its CPUs with Redis), so the", sig3(lrow.stat(sample.rate).med), id(li))
 	p.f("  key's total grows with the replicas until it meets the lifted cap.")
 	over := overshoot(size, r.opts.replicas)
-	p.f("- the price, from core/lease.go's bound (limit + (LeaseSize − 1) × replicas per window): with %d", r.opts.replicas)
+	p.f("- the price, from leasestore's bound (limit + (Size − 1) × replicas per window, `leasestore.Store.Size`): with %d", r.opts.replicas)
 	p.f("  replicas, (%d − 1) × %d = %s units over the limit per window; here that is %.3f%% of %s per minute.",
 		size, r.opts.replicas, figures.Thousands(float64(over)), 100*float64(over)/benchRate, figures.Thousands(benchRate))
-	p.f("  Under the default size (capacity ÷ 64, for capacities of 128 to 65,536) it is up to %d ÷ 64 = %.2f× the", r.opts.replicas, float64(r.opts.replicas)/64)
-	p.f("  limit: lease only keys whose limit is far above (LeaseSize − 1) × replicas, or set `leasestore.WithSize`.")
+	p.f("  Under the default size (capacity ÷ 64, for capacities of 128 to 4,194,304) it is up to %d ÷ 64 = %.2f× the", r.opts.replicas, float64(r.opts.replicas)/64)
+	p.f("  limit: lease only keys whose limit is far above (Size − 1) × replicas, or set `leasestore.WithSize`.")
 	p.f("")
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/stats"
 	"github.com/ratekit/ratekit/internal/tickctx"
+	"github.com/ratekit/ratekit/redisstore"
 )
 
 // Each front door translates its protocol to the one Service and back,
@@ -154,6 +155,13 @@ func adminHandler(svc *service.Service, token string, log *slog.Logger) http.Han
 func adminError(w http.ResponseWriter, err error, log *slog.Logger) {
 	if errors.Is(err, service.ErrBadRequest) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if errors.Is(err, redisstore.ErrNoPermission) {
+		// Redis answered, and refused: say which permission, not that it
+		// did not answer
+		log.Warn("admin call failed: the Redis user lacks a permission", "error", err)
+		http.Error(w, "the Redis user lacks a permission: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	log.Warn("admin call failed", "error", err)

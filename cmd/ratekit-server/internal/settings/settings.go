@@ -228,7 +228,7 @@ var Table = []Setting{
 	{"RATEKIT_TIMEOUT", "50ms", "deadline of each decision's Redis call", duration(func(s *Settings) *time.Duration { return &s.Timeout })},
 	{"RATEKIT_REPLICAS", "1", "replicas sharing the limits: each holds 1/N of a limit while Redis is away", integer(func(s *Settings) *int { return &s.Replicas })},
 	{"RATEKIT_ALGORITHM", "compatible", "how limits that name none are counted: compatible (as envoy), gcra, fixed, sliding-log, sliding-counter", algorithm},
-	{"RATEKIT_BATCH", "4", "pipelines in flight on a SINGLE or SENTINEL Redis, shared by concurrent calls (a pipeline's calls in one script run); 0 sends each call alone", integer(func(s *Settings) *int { return &s.Batch })},
+	{"RATEKIT_BATCH", "4", "pipelines in flight of envoy's counting on a SINGLE or SENTINEL Redis, shared by concurrent calls (a pipeline's calls in one script run); ratekit's own algorithms keep the library's 8; 0 sends each call of both alone", integer(func(s *Settings) *int { return &s.Batch })},
 	{"RATEKIT_ADMIN_TOKEN", "", "bearer token of /admin/quota and /admin/reset on PORT; empty: no admin endpoints", str(func(s *Settings) *string { return &s.AdminToken })},
 	{"RATEKIT_BREAKER_FAILURES", "5", "consecutive failures that open the circuit breaker", integer(func(s *Settings) *int { return &s.BreakerFailures })},
 	{"RATEKIT_BREAKER_BACKOFF", "100ms", "first wait before probing Redis again", duration(func(s *Settings) *time.Duration { return &s.BreakerBackoff })},
@@ -298,6 +298,9 @@ func (s *Settings) check(lookup func(string) (string, bool)) []error {
 	}
 	if s.Replicas < 1 {
 		add("RATEKIT_REPLICAS=%d: at least 1", s.Replicas)
+	}
+	if f := strings.ToLower(s.LogFormat); f != "text" && f != "json" {
+		add("LOG_FORMAT=%q: text or json", s.LogFormat)
 	}
 	if s.Batch < 0 || s.Batch > 64 {
 		add("RATEKIT_BATCH=%d: 0 to 64", s.Batch)

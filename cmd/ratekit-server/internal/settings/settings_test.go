@@ -64,6 +64,7 @@ func TestRefused(t *testing.T) {
 		{[]string{"EXTRA_TAGS", "a:b"}, "ratekit-server has no extra statistics tags"},
 		{[]string{"RATEKIT_FAILURE_POLICY", "maybe"}, "RATEKIT_FAILURE_POLICY"},
 		{[]string{"RATEKIT_ALGORITHM", "leaky"}, "RATEKIT_ALGORITHM"},
+		{[]string{"LOG_FORMAT", "xml"}, `LOG_FORMAT="xml": text or json`},
 		{[]string{"CACHE_KEY_PREFIX", "{x}"}, "CACHE_KEY_PREFIX"},
 		{[]string{"NEAR_LIMIT_RATIO", "2"}, "NEAR_LIMIT_RATIO"},
 		{[]string{"RUNTIME_SUBDIRECTORY", ""}, "RUNTIME_WATCH_ROOT=true needs RUNTIME_SUBDIRECTORY"},
