@@ -59,7 +59,8 @@ func ExampleTransport() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 	defer rdb.Close()
-	l, err := outbound.New(rdb, "upstream", outbound.PerSecond(50))
+	// a deadline of a second for each Redis call (the default is 50ms)
+	l, err := outbound.New(rdb, "upstream", outbound.PerSecond(50), outbound.WithTimeout(time.Second))
 	if err != nil {
 		panic(err)
 	}
