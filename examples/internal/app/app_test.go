@@ -54,6 +54,31 @@ func TestParseDefaults(t *testing.T) {
 	}
 }
 
+// TestParseWith: an app's own defaults replace the contract's, its
+// environment variables still beat them, and its usage text shows them.
+func TestParseWith(t *testing.T) {
+	d := app.Defaults{Limit: 1000, LimitUsage: "tokens per period", KeyMode: app.KeyAPIKey, Routes: "Serves POST /v1/complete."}
+	c, err := app.ParseWith("test", d, nil, env(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limit != 1000 || c.KeyMode != app.KeyAPIKey {
+		t.Errorf("Limit, KeyMode = %d, %s; want 1000, apikey", c.Limit, c.KeyMode)
+	}
+	if c, err = app.ParseWith("test", d, nil, env("LIMIT", "50", "KEY", "ip"), io.Discard); err != nil || c.Limit != 50 || c.KeyMode != app.KeyIP {
+		t.Errorf("LIMIT=50 KEY=ip: Limit, KeyMode = %d, %s (%v); want 50, ip", c.Limit, c.KeyMode, err)
+	}
+	var out strings.Builder
+	if _, err := app.ParseWith("test", d, []string{"-h"}, env(), &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: err = %v", err)
+	}
+	for _, want := range []string{"Serves POST /v1/complete. With ADMIN_TOKEN set", "tokens per period", "(default 1000)", `(default "apikey")`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-h lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 func TestParseEnvironment(t *testing.T) {
 	getenv := env(
 		"ADDR", ":9000", "LIMIT", "5", "STRICT_LIMIT", "1", "PERIOD", "10s",

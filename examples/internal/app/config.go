@@ -182,6 +182,22 @@ const (
 	AdminTokenEnv    = "ADMIN_TOKEN"
 )
 
+// Defaults are what an app changes of the contract's defaults and texts:
+// a zero field keeps the contract's.
+type Defaults struct {
+	// Limit is the default of -limit: [DefaultLimit] when 0.
+	Limit int
+	// LimitUsage describes -limit in the usage text.
+	LimitUsage string
+	// KeyMode is the default of -key: [KeyIP] when empty.
+	KeyMode string
+	// Routes describes the app's routes at the top of the usage text.
+	Routes string
+	// Try returns the start-up log's "try it" message and its command
+	// line for the app at base: [TryCommand]'s when nil.
+	Try func(c Config, base string) (msg, cmd string)
+}
+
 // Parse reads the configuration of the app called name from args (without
 // the program name), falling back to getenv for every flag not given: a flag
 // beats its environment variable, which beats the default. An empty
@@ -189,6 +205,11 @@ const (
 //
 // Parse returns [flag.ErrHelp] for -h, and a [*UsageError] for a bad value.
 func Parse(name string, args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	return ParseWith(name, Defaults{}, args, getenv, out)
+}
+
+// ParseWith is [Parse] with the defaults of d.
+func ParseWith(name string, d Defaults, args []string, getenv func(string) string, out io.Writer) (Config, error) {
 	var (
 		c                                                  Config
 		redisCluster, redisSentinel, algorithm, trusted, f string
@@ -201,11 +222,11 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	fs.StringVar(&redisCluster, "redis-cluster", "", "Redis Cluster seed `nodes`, comma-separated host:port")
 	fs.StringVar(&redisSentinel, "redis-sentinel", "", "Redis `Sentinels`, comma-separated host:port, that find the master of -sentinel-master")
 	fs.StringVar(&c.SentinelMaster, "sentinel-master", DefaultSentinelMaster, "the `name` of the master the Sentinels watch")
-	fs.IntVar(&c.Limit, "limit", DefaultLimit, "requests per period and client, on every route but /healthz")
+	fs.IntVar(&c.Limit, "limit", cmp.Or(d.Limit, DefaultLimit), cmp.Or(d.LimitUsage, "requests per period and client, on every route but /healthz"))
 	fs.IntVar(&c.StrictLimit, "strict-limit", DefaultStrictLimit, "requests per period and client on /strict, on top of -limit")
 	fs.DurationVar(&c.Period, "period", DefaultPeriod, "the limits' period")
 	fs.StringVar(&algorithm, "algorithm", "gcra", "`algorithm`: gcra, fixed, sliding-log or sliding-counter")
-	fs.StringVar(&c.KeyMode, "key", KeyIP, "what is limited: ip, apikey (X-API-Key) or jwt (Authorization: Bearer)")
+	fs.StringVar(&c.KeyMode, "key", cmp.Or(d.KeyMode, KeyIP), "what is limited: ip, apikey (X-API-Key) or jwt (Authorization: Bearer)")
 	fs.StringVar(&c.JWTSecret, "jwt-secret", "", "HS256 `secret` that verifies tokens (-key jwt)")
 	fs.StringVar(&trusted, "trusted-proxies", "", "`CIDRs` of proxies whose X-Forwarded-For is believed, comma-separated")
 	fs.StringVar(&f, "fail", "local", "when Redis fails: local (count per replica), open (allow) or closed (deny with 503)")
@@ -225,9 +246,14 @@ func Parse(name string, args []string, getenv func(string) string, out io.Writer
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: %s [flags]\n\n", name)
-		fmt.Fprintf(out, "Serves GET / (limited by -limit), GET /strict (also by -strict-limit), GET /healthz\n")
-		fmt.Fprintf(out, "POST /login (X-Password, checked against %s; only failures count, -login-limit),\n", LoginPasswordEnv)
-		fmt.Fprintf(out, "and, with -metrics, GET /metrics (never limited). With %s set, GET /admin/quota and\n", AdminTokenEnv)
+		if d.Routes != "" {
+			fmt.Fprint(out, d.Routes)
+		} else {
+			fmt.Fprintf(out, "Serves GET / (limited by -limit), GET /strict (also by -strict-limit), GET /healthz\n")
+			fmt.Fprintf(out, "POST /login (X-Password, checked against %s; only failures count, -login-limit),\n", LoginPasswordEnv)
+			fmt.Fprintf(out, "and, with -metrics, GET /metrics (never limited).")
+		}
+		fmt.Fprintf(out, " With %s set, GET /admin/quota and\n", AdminTokenEnv)
 		fmt.Fprintf(out, "POST /admin/reset (?rule=R&identity=I, Authorization: Bearer <token>). Each flag not\n")
 		fmt.Fprintf(out, "given falls back to its environment variable.\n\n")
 		fs.PrintDefaults()

@@ -57,9 +57,12 @@ const ShutdownTimeout = 10 * time.Second
 // Main runs the example app called name and exits: with status 0 after a
 // graceful shutdown on SIGINT or SIGTERM, 2 for a bad flag or environment
 // value, 1 when it cannot start.
-func Main(name string, build Build) {
+func Main(name string, build Build) { MainWith(name, Defaults{}, build) }
+
+// MainWith is [Main] with the defaults of d.
+func MainWith(name string, d Defaults, build Build) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := Run(ctx, name, os.Args[1:], os.Getenv, os.Stderr, build)
+	code := RunWith(ctx, name, d, os.Args[1:], os.Getenv, os.Stderr, build)
 	stop()
 	os.Exit(code)
 }
@@ -73,7 +76,12 @@ func HTTPServer(h http.Handler) *http.Server { return base.HTTPServer(h) }
 // 0 after a graceful shutdown or for -h, 2 for a bad flag or environment
 // value, 1 when the app cannot start or stops by itself.
 func Run(ctx context.Context, name string, args []string, getenv func(string) string, stderr io.Writer, build Build) int {
-	cfg, err := Parse(name, args, getenv, stderr)
+	return RunWith(ctx, name, Defaults{}, args, getenv, stderr, build)
+}
+
+// RunWith is [Run] with the defaults of d.
+func RunWith(ctx context.Context, name string, d Defaults, args []string, getenv func(string) string, stderr io.Writer, build Build) int {
+	cfg, err := ParseWith(name, d, args, getenv, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -175,8 +183,13 @@ func Run(ctx context.Context, name string, args []string, getenv func(string) st
 	if cfg.OTel {
 		log.Info("OpenTelemetry metrics: a JSON line here at each export, and when stopping", "every", cfg.OTelInterval)
 	}
-	log.Info(fmt.Sprintf("try it: call %d in quick succession is answered 429", min(cfg.Limit, cfg.StrictLimit)+1),
-		"cmd", TryCommand(cfg, base))
+	if d.Try != nil {
+		msg, cmd := d.Try(cfg, base)
+		log.Info("try it: "+msg, "cmd", cmd)
+	} else {
+		log.Info(fmt.Sprintf("try it: call %d in quick succession is answered 429", min(cfg.Limit, cfg.StrictLimit)+1),
+			"cmd", TryCommand(cfg, base))
+	}
 	if backend.Embedded == nil {
 		if err := backend.Ping(ctx, 2*time.Second); err != nil {
 			log.Warn("Redis does not answer yet: requests are decided by the fail policy until it does",
