@@ -12,10 +12,11 @@
 // answer may cost more than is left, and the key then owes the rest. While
 // K is in debt the answer is 429, with Retry-After and the rate-limit
 // header fields. A client that closes the stream early is charged the
-// tokens sent. GET /healthz is never limited, nor GET /metrics (-metrics)
-// nor the admin routes (ADMIN_TOKEN). The budget is the rule named
-// "default" (or the rules file's default rule, with -rules). Run it with
-// -h for every flag and its environment variable.
+// tokens sent. GET /healthz is never limited, nor the live page
+// (/ratekit/), GET /metrics (-metrics) or the admin routes (ADMIN_TOKEN).
+// The budget is the rule named "default" (or the rules file's default
+// rule, with -rules). Run it with -h for every flag and its environment
+// variable.
 package main
 
 import (
@@ -84,6 +85,8 @@ func newServer(limiter *core.Limiter, rules app.Rules, extra app.Extra) (app.Ser
 	mux.HandleFunc("GET "+app.HealthzPath, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "ok\n")
 	})
+	// the live page, never limited
+	mux.Handle(app.PagePath, extra.Page)
 	if extra.Metrics != nil { // -metrics
 		mux.Handle("GET "+app.MetricsPath, extra.Metrics)
 	}

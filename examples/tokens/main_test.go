@@ -157,6 +157,9 @@ func TestSharedBudget(t *testing.T) {
 	if r.status != http.StatusOK || strings.Join(r.lines, ",") != "token 1,token 2,token 3" {
 		t.Errorf("3 tokens of another key on B: status %d, lines %q", r.status, r.lines)
 	}
+	if r := apptest.Get(t, b.URL, app.PagePath+"status.json"); r.Status != http.StatusOK || !strings.Contains(r.Body, `"default"`) {
+		t.Errorf("GET %sstatus.json: status %d, body %.200q; want 200 with the default rule", app.PagePath, r.Status, r.Body)
+	}
 	for range 5 {
 		if r := apptest.Get(t, b.URL, app.HealthzPath); r.Status != http.StatusOK || r.Header.Get("X-Ratelimit-Limit") != "" {
 			t.Errorf("GET /healthz: status %d, X-RateLimit-Limit %q; want 200 and none", r.Status, r.Header.Get("X-Ratelimit-Limit"))
