@@ -20,6 +20,7 @@ func ok(c *gin.Context) {
 	status, _ := adaptertest.AnswerStatus(c.GetHeader)
 	adaptertest.PanicIf(c.GetHeader, "before")
 	c.String(status, "ok")
+	ginlimit.AddCost(c, adaptertest.AnswerCost(c.GetHeader))
 	adaptertest.PanicIf(c.GetHeader, "after")
 }
 
@@ -52,6 +53,7 @@ var harness = adaptertest.Harness{
 		return adaptertest.HTTPApp(e)
 	},
 	Pattern: "/users/:id",
+	Charges: true,
 }
 
 func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (gin.HandlerFunc, error) {
@@ -66,6 +68,7 @@ func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (gin
 func options(s adaptertest.Setup) []ginlimit.Option {
 	opts := adaptertest.Shared(s.Config, ginlimit.WithHeaders, ginlimit.WithIETFDraft, ginlimit.WithFailClosedStatus, ginlimit.WithNoIdentity)
 	opts = append(opts, adaptertest.Quota(s.Config, ginlimit.WithRuleSet, ginlimit.WithCountOnly)...)
+	opts = append(opts, adaptertest.Charged(s.Config, ginlimit.WithCharged)...)
 	if s.Skip != "" {
 		opts = append(opts, ginlimit.WithSkip(func(c *gin.Context) bool { return c.FullPath() == s.Skip }))
 	}

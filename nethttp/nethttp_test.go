@@ -18,6 +18,7 @@ var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	adaptertest.PanicIf(r.Header.Get, "before")
 	w.WriteHeader(status)
 	io.WriteString(w, "ok")
+	nethttp.AddCost(r, adaptertest.AnswerCost(r.Header.Get))
 	adaptertest.PanicIf(r.Header.Get, "after")
 })
 
@@ -43,6 +44,7 @@ var harness = adaptertest.Harness{
 		return adaptertest.HTTPApp(nethttp.MustNew(l, global)(mux))
 	},
 	Pattern: "GET /users/{id}",
+	Charges: true,
 }
 
 func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (func(http.Handler) http.Handler, error) {
@@ -57,6 +59,7 @@ func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (fun
 func options(s adaptertest.Setup) []nethttp.Option {
 	opts := adaptertest.Shared(s.Config, nethttp.WithHeaders, nethttp.WithIETFDraft, nethttp.WithFailClosedStatus, nethttp.WithNoIdentity)
 	opts = append(opts, adaptertest.Quota(s.Config, nethttp.WithRuleSet, nethttp.WithCountOnly)...)
+	opts = append(opts, adaptertest.Charged(s.Config, nethttp.WithCharged)...)
 	if s.Skip != "" {
 		opts = append(opts, nethttp.WithSkip(func(r *http.Request) bool { return r.URL.Path == s.Skip }))
 	}

@@ -35,6 +35,11 @@ type Harness struct {
 	// functions ([core.Request.Route]) for GET /users/<id>, such as
 	// "/users/:id".
 	Pattern string
+	// Charges says that the adapter charges answers: its harness turns
+	// [adapter.Config.Charged] into its WithCharged (see [Charged]), and
+	// the handler of GET / reports the cost that a request asks for in
+	// [AnswerCostHeader] with its AddCost.
+	Charges bool
 }
 
 // Setup describes the options of one middleware in terms that every
@@ -42,7 +47,8 @@ type Harness struct {
 type Setup struct {
 	// Config holds the shared options, which the harness sets with the
 	// adapter's WithHeaders, WithIETFDraft, WithFailClosedStatus and
-	// WithNoIdentity ([Shared] makes them); zero fields are the defaults.
+	// WithNoIdentity ([Shared] makes them), WithRuleSet and WithCountOnly
+	// ([Quota]) and WithCharged ([Charged]); zero fields are the defaults.
 	adapter.Config
 	// Skip, when not empty, is the path of the requests that the
 	// adapter's skip hook (WithSkip, WithSkipper, WithNext) skips.

@@ -22,8 +22,9 @@ import (
 // identity's rule (which spends nothing under the earlier's, on a real
 // redis-server and a Cluster), the request's context
 // reaching the store, the answers to a failing store, to a misconfigured
-// rule and to a request that can never be allowed, and the constructors'
-// errors.
+// rule and to a request that can never be allowed, the constructors'
+// errors, and, for an adapter that charges answers ([Harness.Charges]),
+// the charge of what a handler reports.
 func Run(t *testing.T, h Harness) {
 	tests := []struct {
 		name string
@@ -48,6 +49,12 @@ func Run(t *testing.T, h Harness) {
 		{"CountOnlyPanic", testCountOnlyPanic},
 		{"CountOnlyHeaders", testCountOnlyHeaders},
 		{"DeniedSpendsNothing", testDeniedSpendsNothing},
+	}
+	if h.Charges {
+		tests = append(tests, []struct {
+			name string
+			test func(*testing.T, Harness)
+		}{{"Charged", testCharged}, {"ChargedPanic", testChargedPanic}}...)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, h) })
