@@ -79,6 +79,12 @@ func (mw *middleware) wrap(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		// a *echo.Context is one pointer: the view costs no allocation
 		out := mw.m.Handle(request{c})
+		if mw.m.Charging() && out.Proceed() {
+			// charged once the next handler returns, or panics
+			meter := new(adapter.Meter)
+			c.SetRequest(c.Request().WithContext(adapter.WithMeter(c.Request().Context(), meter)))
+			defer mw.m.Charge(c.Request().Context(), out, meter)
+		}
 		if mw.m.Counting() {
 			return mw.counting(c, next, out)
 		}

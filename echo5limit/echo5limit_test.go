@@ -27,6 +27,7 @@ func ok(c *echo.Context) error {
 	}
 	adaptertest.PanicIf(c.Request().Header.Get, "before")
 	err := c.String(status, "ok")
+	echo5limit.AddCost(c, adaptertest.AnswerCost(c.Request().Header.Get))
 	adaptertest.PanicIf(c.Request().Header.Get, "after")
 	return err
 }
@@ -64,6 +65,7 @@ var harness = adaptertest.Harness{
 		return adaptertest.HTTPApp(e)
 	},
 	Pattern: "/users/:id",
+	Charges: true,
 }
 
 // options returns the options that s describes; its hooks write what s's
@@ -71,6 +73,7 @@ var harness = adaptertest.Harness{
 func options(s adaptertest.Setup) []echo5limit.Option {
 	opts := adaptertest.Shared(s.Config, echo5limit.WithHeaders, echo5limit.WithIETFDraft, echo5limit.WithFailClosedStatus, echo5limit.WithNoIdentity)
 	opts = append(opts, adaptertest.Quota(s.Config, echo5limit.WithRuleSet, echo5limit.WithCountOnly)...)
+	opts = append(opts, adaptertest.Charged(s.Config, echo5limit.WithCharged)...)
 	retryAfter := func(c *echo.Context) string { return c.Response().Header().Get("Retry-After") }
 	if path := s.Skip; path != "" {
 		opts = append(opts, echo5limit.WithSkipper(func(c *echo.Context) bool { return c.Path() == path }))

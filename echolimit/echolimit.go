@@ -87,6 +87,22 @@ func WithCountOnly(rule string, count func(status int) bool) Option {
 	return adapter.WithCountOnly[hooks](rule, count)
 }
 
+// WithCharged makes the named rules charge what each answer cost once it is
+// done, as its handler reports it with [AddCost]: a request is admitted while
+// its key is not in debt, and the answer's units are charged whatever is
+// left, in the background once the next handler returns (or panics), so
+// that the next requests wait out the debt. See [adapter.Config.Charged].
+func WithCharged(rules ...string) Option { return adapter.WithCharged[hooks](rules...) }
+
+// AddCost counts n more units of the answer to c, for the rules of
+// [WithCharged]: call it as the answer is produced (each streamed token,
+// say after a flush of c.Response()), so that an answer cut short is
+// charged what was sent. Without such rules it does nothing. The units are
+// counted in the context of c.Request(), which the middleware replaces; a
+// handler that sets another request keeps them by deriving it from that
+// context.
+func AddCost(c echo.Context, n int) { adapter.MeterOf(c.Request().Context()).Add(n) }
+
 // WithHeaders selects the rate-limit header fields: see [adapter.WithHeaders].
 func WithHeaders(style adapter.HeaderStyle) Option { return adapter.WithHeaders[hooks](style) }
 
@@ -124,6 +140,12 @@ func New(l *core.Limiter, rules []core.Rule, opts ...Option) (echo.MiddlewareFun
 			out := m.Handle(req)
 			req.c = nil
 			requests.Put(req)
+			if m.Charging() && out.Proceed() {
+				// charged once the next handler returns, or panics
+				meter := new(adapter.Meter)
+				c.SetRequest(c.Request().WithContext(adapter.WithMeter(c.Request().Context(), meter)))
+				defer m.Charge(c.Request().Context(), out, meter)
+			}
 			if m.Counting() {
 				return h.counting(m, c, next, out)
 			}

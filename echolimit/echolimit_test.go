@@ -23,6 +23,7 @@ func ok(c echo.Context) error {
 	}
 	adaptertest.PanicIf(c.Request().Header.Get, "before")
 	err := c.String(status, "ok")
+	echolimit.AddCost(c, adaptertest.AnswerCost(c.Request().Header.Get))
 	adaptertest.PanicIf(c.Request().Header.Get, "after")
 	return err
 }
@@ -56,6 +57,7 @@ var harness = adaptertest.Harness{
 		return adaptertest.HTTPApp(e)
 	},
 	Pattern: "/users/:id",
+	Charges: true,
 }
 
 func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (echo.MiddlewareFunc, error) {
@@ -70,6 +72,7 @@ func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (ech
 func options(s adaptertest.Setup) []echolimit.Option {
 	opts := adaptertest.Shared(s.Config, echolimit.WithHeaders, echolimit.WithIETFDraft, echolimit.WithFailClosedStatus, echolimit.WithNoIdentity)
 	opts = append(opts, adaptertest.Quota(s.Config, echolimit.WithRuleSet, echolimit.WithCountOnly)...)
+	opts = append(opts, adaptertest.Charged(s.Config, echolimit.WithCharged)...)
 	if s.Skip != "" {
 		opts = append(opts, echolimit.WithSkipper(func(c echo.Context) bool { return c.Path() == s.Skip }))
 	}
