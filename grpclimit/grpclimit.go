@@ -178,6 +178,31 @@ func WithCountOnly(rule string, count func(code codes.Code) bool) Option {
 	return adapter.WithCountOnly[hooks](rule, func(status int) bool { return count(codes.Code(status)) })
 }
 
+// WithCharged makes the named rules charge what each call cost once it is
+// done, as its handler reports it with [AddCost]: a call is admitted while
+// its key is not in debt, and the units reported are charged whatever is
+// left, in the background once the handler returns (or panics): for a
+// stream, once its handler returns, so that a stream cut short (the client
+// gone, its context canceled) is charged what the handler reported until
+// then. The next calls wait out the debt. See [adapter.Config.Charged].
+func WithCharged(rules ...string) Option { return adapter.WithCharged[hooks](rules...) }
+
+// AddCost counts n more units of the call whose context is ctx (the
+// handler's, or its stream's Context()), for the rules of [WithCharged]:
+// call it as the answer is produced (each streamed message, say), so that
+// a call cut short is charged what was sent. Without such rules it does
+// nothing.
+func AddCost(ctx context.Context, n int) { adapter.MeterOf(ctx).Add(n) }
+
+// meteredStream is a stream whose context carries the meter of its
+// answer's cost.
+type meteredStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *meteredStream) Context() context.Context { return s.ctx }
+
 // WithHeaders selects the rate-limit metadata: see [adapter.WithHeaders].
 func WithHeaders(style adapter.HeaderStyle) Option { return adapter.WithHeaders[hooks](style) }
 
@@ -222,6 +247,12 @@ func UnaryServerInterceptor(l *core.Limiter, rules []core.Rule, opts ...Option) 
 		}
 		out, err := x.check(ctx, info.FullMethod, p)
 		if err == nil {
+			if x.m.Charging() {
+				// charged once the handler returns, or panics
+				meter := new(adapter.Meter)
+				ctx = adapter.WithMeter(ctx, meter)
+				defer x.m.Charge(ctx, out, meter)
+			}
 			var resp any
 			resp, err = handler(ctx, req)
 			x.done(ctx, &out, err)
@@ -253,6 +284,13 @@ func StreamServerInterceptor(l *core.Limiter, rules []core.Rule, opts ...Option)
 		}
 		out, err := x.check(ctx, info.FullMethod, p)
 		if err == nil {
+			if x.m.Charging() {
+				// charged once the handler returns (the stream is done), or panics
+				meter := new(adapter.Meter)
+				ctx = adapter.WithMeter(ctx, meter)
+				ss = &meteredStream{ServerStream: ss, ctx: ctx}
+				defer x.m.Charge(ctx, out, meter)
+			}
 			err = handler(srv, ss)
 		}
 		x.done(ctx, &out, err)

@@ -53,10 +53,10 @@ func getCosting(app App, client string, cost int, panicking bool) Response {
 	return app(r)
 }
 
-// remainingBecomes waits until client's key under rule has want units left
+// RemainingBecomes waits until client's key under rule has want units left
 // (0 and denied when in debt), as a charge made in the background lands,
 // and returns what Peek last answered.
-func remainingBecomes(t *testing.T, l *core.Limiter, rule core.Rule, client string, want int, debt bool) core.Result {
+func RemainingBecomes(t *testing.T, l *core.Limiter, rule core.Rule, client string, want int, debt bool) core.Result {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -87,7 +87,7 @@ func testCharged(t *testing.T, h Harness) {
 	if r := getCosting(app, "a", 150, false); r.Status != http.StatusOK || r.Body != "ok" {
 		t.Fatalf("first answer: %d %q, want 200 \"ok\"", r.Status, r.Body)
 	}
-	p := remainingBecomes(t, l, rule, "a", 0, true)
+	p := RemainingBecomes(t, l, rule, "a", 0, true)
 	// 150 charged on 100: 50 units of debt, and one more to fit, 600 ms each
 	if want := 51 * 600 * time.Millisecond; p.RetryAfter != want {
 		t.Errorf("after the charge: RetryAfter %v, want %v", p.RetryAfter, want)
@@ -103,7 +103,7 @@ func testCharged(t *testing.T, h Harness) {
 		t.Errorf("another client, an answer of no cost: %d, %q remaining, want 200 with 99",
 			r.Status, r.Header.Get("X-RateLimit-Remaining"))
 	}
-	remainingBecomes(t, l, rule, "b", 100, false) // its unit given back
+	RemainingBecomes(t, l, rule, "b", 100, false) // its unit given back
 	clock.Advance(31 * time.Second)
 	if r := getCosting(app, "a", 1, false); r.Status != http.StatusOK {
 		t.Errorf("once the debt is repaid: status %d, want 200", r.Status)
@@ -117,7 +117,7 @@ func testChargedPanic(t *testing.T, h Harness) {
 	rule := chargeRule()
 	app := build(t, h, l, []core.Rule{rule}, Setup{Config: chargedWith("tokens")})
 	getCosting(app, "a", 7, true)
-	remainingBecomes(t, l, rule, "a", 93, false)
+	RemainingBecomes(t, l, rule, "a", 93, false)
 	if r := getCosting(app, "a", 0, false); r.Status != http.StatusOK || r.Header.Get("X-RateLimit-Remaining") != "92" {
 		t.Errorf("after a panic that reported 7: %d, %q remaining, want 200 with 92", r.Status, r.Header.Get("X-RateLimit-Remaining"))
 	}
