@@ -65,7 +65,6 @@ var harness = adaptertest.Harness{
 		return adaptertest.HTTPApp(e)
 	},
 	Pattern: "/users/:id",
-	Charges: true,
 }
 
 // options returns the options that s describes; its hooks write what s's

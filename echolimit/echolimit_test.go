@@ -57,7 +57,6 @@ var harness = adaptertest.Harness{
 		return adaptertest.HTTPApp(e)
 	},
 	Pattern: "/users/:id",
-	Charges: true,
 }
 
 func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (echo.MiddlewareFunc, error) {

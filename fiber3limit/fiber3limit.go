@@ -89,6 +89,12 @@ func (mw *middleware) serve(c fiber.Ctx) error {
 	}
 	counting := mw.m.Counting()
 	out := mw.decide(c, !counting)
+	if mw.m.Charging() && out.Proceed() {
+		// charged once the next handlers return, or panic
+		meter := new(adapter.Meter)
+		c.SetContext(adapter.WithMeter(c.Context(), meter))
+		defer mw.m.Charge(c.Context(), out, meter)
+	}
 	if counting {
 		return mw.counting(c, out)
 	}

@@ -30,6 +30,7 @@ func ok(c fiber.Ctx) error {
 	}
 	adaptertest.PanicIf(func(name string) string { return c.Get(name) }, "before")
 	err := c.Status(status).SendString("ok")
+	fiber3limit.AddCost(c, adaptertest.AnswerCost(func(name string) string { return c.Get(name) }))
 	adaptertest.PanicIf(func(name string) string { return c.Get(name) }, "after")
 	return err
 }
@@ -124,6 +125,7 @@ var harness = adaptertest.Harness{
 func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (fiber.Handler, error) {
 	opts := adaptertest.Shared(s.Config, fiber3limit.WithHeaders, fiber3limit.WithIETFDraft, fiber3limit.WithFailClosedStatus, fiber3limit.WithNoIdentity)
 	opts = append(opts, adaptertest.Quota(s.Config, fiber3limit.WithRuleSet, fiber3limit.WithCountOnly)...)
+	opts = append(opts, adaptertest.Charged(s.Config, fiber3limit.WithCharged)...)
 	if s.Skip != "" {
 		opts = append(opts, fiber3limit.WithNext(func(c fiber.Ctx) bool { return c.Path() == s.Skip }))
 	}

@@ -63,6 +63,26 @@ func WithCountOnly(rule string, count func(status int) bool) Option {
 	return adapter.WithCountOnly[hooks](rule, count)
 }
 
+// WithCharged makes the named rules charge what each answer cost once it is
+// done, as its handler reports it with [AddCost]: a request is admitted while
+// its key is not in debt, and the answer's units are charged whatever is
+// left, in the background once the next handlers return (or panic), so
+// that the next requests wait out the debt. See [adapter.Config.Charged].
+//
+// The charge is made when the handlers return, not when fasthttp has sent
+// the body: a body streamed by a writer set with SetBodyStreamWriter is
+// written after that, so the units such a writer reports are not charged.
+// Report a streamed answer's cost before the handler returns, or stream
+// it through net/http (package nethttp) where the handler is the stream.
+func WithCharged(rules ...string) Option { return adapter.WithCharged[hooks](rules...) }
+
+// AddCost counts n more units of the answer to c, for the rules of
+// [WithCharged], while the handler runs. Without such rules it does
+// nothing. The units are counted in c.Context(), which the middleware
+// replaces; a handler that sets another keeps them by deriving it from
+// that context.
+func AddCost(c fiber.Ctx, n int) { adapter.MeterOf(c.Context()).Add(n) }
+
 // WithHeaders selects the rate-limit header fields: see [adapter.WithHeaders].
 func WithHeaders(style adapter.HeaderStyle) Option { return adapter.WithHeaders[hooks](style) }
 

@@ -28,6 +28,7 @@ func ok(c *fiber.Ctx) error {
 	}
 	adaptertest.PanicIf(func(name string) string { return c.Get(name) }, "before")
 	err := c.Status(status).SendString("ok")
+	fiberlimit.AddCost(c, adaptertest.AnswerCost(func(name string) string { return c.Get(name) }))
 	adaptertest.PanicIf(func(name string) string { return c.Get(name) }, "after")
 	return err
 }
@@ -120,6 +121,7 @@ func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (fib
 func options(s adaptertest.Setup) []fiberlimit.Option {
 	opts := adaptertest.Shared(s.Config, fiberlimit.WithHeaders, fiberlimit.WithIETFDraft, fiberlimit.WithFailClosedStatus, fiberlimit.WithNoIdentity)
 	opts = append(opts, adaptertest.Quota(s.Config, fiberlimit.WithRuleSet, fiberlimit.WithCountOnly)...)
+	opts = append(opts, adaptertest.Charged(s.Config, fiberlimit.WithCharged)...)
 	if s.Skip != "" {
 		opts = append(opts, fiberlimit.WithNext(func(c *fiber.Ctx) bool { return c.Path() == s.Skip }))
 	}

@@ -53,7 +53,6 @@ var harness = adaptertest.Harness{
 		return adaptertest.HTTPApp(e)
 	},
 	Pattern: "/users/:id",
-	Charges: true,
 }
 
 func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (gin.HandlerFunc, error) {

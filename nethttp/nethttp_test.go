@@ -44,7 +44,6 @@ var harness = adaptertest.Harness{
 		return adaptertest.HTTPApp(nethttp.MustNew(l, global)(mux))
 	},
 	Pattern: "GET /users/{id}",
-	Charges: true,
 }
 
 func newMiddleware(l *core.Limiter, rules []core.Rule, s adaptertest.Setup) (func(http.Handler) http.Handler, error) {

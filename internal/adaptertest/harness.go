@@ -23,8 +23,9 @@ type Harness struct {
 	// "ok". The context of a request the app serves (r.Context()) must
 	// reach the middleware as the framework's request context. GET /
 	// answers the status a request asks for in [AnswerStatusHeader] or
-	// [AnswerErrorHeader] (see [AnswerStatus]). New returns the adapter's
-	// error.
+	// [AnswerErrorHeader] (see [AnswerStatus]), and then reports the cost
+	// a request asks for in [AnswerCostHeader] with the adapter's AddCost.
+	// New returns the adapter's error.
 	New func(tb testing.TB, l *core.Limiter, rules []core.Rule, s Setup) (App, error)
 	// Routes returns an app with three middlewares of l, made with the
 	// adapter's MustNew: one of global over every route; one of users on
@@ -35,11 +36,6 @@ type Harness struct {
 	// functions ([core.Request.Route]) for GET /users/<id>, such as
 	// "/users/:id".
 	Pattern string
-	// Charges says that the adapter charges answers: its harness turns
-	// [adapter.Config.Charged] into its WithCharged (see [Charged]), and
-	// the handler of GET / reports the cost that a request asks for in
-	// [AnswerCostHeader] with its AddCost.
-	Charges bool
 }
 
 // Setup describes the options of one middleware in terms that every

@@ -23,8 +23,7 @@ import (
 // redis-server and a Cluster), the request's context
 // reaching the store, the answers to a failing store, to a misconfigured
 // rule and to a request that can never be allowed, the constructors'
-// errors, and, for an adapter that charges answers ([Harness.Charges]),
-// the charge of what a handler reports.
+// errors, and the charge of the cost a handler reports.
 func Run(t *testing.T, h Harness) {
 	tests := []struct {
 		name string
@@ -49,12 +48,8 @@ func Run(t *testing.T, h Harness) {
 		{"CountOnlyPanic", testCountOnlyPanic},
 		{"CountOnlyHeaders", testCountOnlyHeaders},
 		{"DeniedSpendsNothing", testDeniedSpendsNothing},
-	}
-	if h.Charges {
-		tests = append(tests, []struct {
-			name string
-			test func(*testing.T, Harness)
-		}{{"Charged", testCharged}, {"ChargedPanic", testChargedPanic}}...)
+		{"Charged", testCharged},
+		{"ChargedPanic", testChargedPanic},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, h) })
