@@ -1,6 +1,7 @@
 package fiber3limit
 
 import (
+	"bufio"
 	"github.com/gofiber/fiber/v3"
 
 	"github.com/ratekit/ratekit/core"
@@ -69,11 +70,9 @@ func WithCountOnly(rule string, count func(status int) bool) Option {
 // left, in the background once the next handlers return (or panic), so
 // that the next requests wait out the debt. See [adapter.Config.Charged].
 //
-// The charge is made when the handlers return, not when fasthttp has sent
-// the body: a body streamed by a writer set with SetBodyStreamWriter is
-// written after that, so the units such a writer reports are not charged.
-// Report a streamed answer's cost before the handler returns, or stream
-// it through net/http (package nethttp) where the handler is the stream.
+// A body that a writer streams (c.SendStreamWriter) is written after the handlers
+// return: made with [StreamWriter], the writer reports its units as it
+// writes, and the charge waits until it returns.
 func WithCharged(rules ...string) Option { return adapter.WithCharged[hooks](rules...) }
 
 // AddCost counts n more units of the answer to c, for the rules of
@@ -82,6 +81,23 @@ func WithCharged(rules ...string) Option { return adapter.WithCharged[hooks](rul
 // replaces; a handler that sets another keeps them by deriving it from
 // that context.
 func AddCost(c fiber.Ctx, n int) { adapter.MeterOf(c.Context()).Add(n) }
+
+// StreamWriter returns sw as a writer of c's streamed body (c.SendStreamWriter)
+// whose cost is charged to the rules of [WithCharged]: sw reports the units
+// it sends with addCost (each token, after a flush) and, since fasthttp
+// runs it once the handlers have returned, the middleware's charge waits
+// until sw returns, the body sent or the client gone. The units reported
+// with [AddCost] before count too. Call it in the handler; a writer it
+// returns must be run, or the answer is never charged. Without such rules
+// sw's units count for nothing.
+func StreamWriter(c fiber.Ctx, sw func(w *bufio.Writer, addCost func(n int))) func(w *bufio.Writer) {
+	meter := adapter.MeterOf(c.Context())
+	release := meter.Hold()
+	return func(w *bufio.Writer) {
+		defer release()
+		sw(w, meter.Add)
+	}
+}
 
 // WithHeaders selects the rate-limit header fields: see [adapter.WithHeaders].
 func WithHeaders(style adapter.HeaderStyle) Option { return adapter.WithHeaders[hooks](style) }

@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -11,7 +12,56 @@ import (
 // ([Config.Charged]). A handler adds to it as it produces its answer, so
 // that an answer cut short (the client gone, a panic) is charged what was
 // produced. It is safe for concurrent use.
-type Meter struct{ units atomic.Int64 }
+type Meter struct {
+	units   atomic.Int64
+	mu      sync.Mutex
+	holds   int    // writers that go on after the handler returns
+	pending func() // the charge that waits for them
+}
+
+// Hold holds the charge of the meter's answer until the returned release
+// is called, for a body that a writer produces after its handler returns
+// (fasthttp's SetBodyStreamWriter): [Middleware.Charge] then waits for
+// every hold's release and charges the units counted by then. Calling
+// release again does nothing; a hold never released is never charged.
+func (m *Meter) Hold() (release func()) {
+	if m == nil {
+		return func() {}
+	}
+	m.mu.Lock()
+	m.holds++
+	m.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			m.mu.Lock()
+			m.holds--
+			var charge func()
+			if m.holds == 0 {
+				charge, m.pending = m.pending, nil
+			}
+			m.mu.Unlock()
+			if charge != nil {
+				charge()
+			}
+		})
+	}
+}
+
+// later keeps charge for the last hold's release, and reports whether
+// there is a hold.
+func (m *Meter) later(charge func()) bool {
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.holds == 0 {
+		return false
+	}
+	m.pending = charge
+	return true
+}
 
 // Add counts n more units; n below 0 is ignored.
 func (m *Meter) Add(n int) {
@@ -54,16 +104,24 @@ const chargeTimeout = 10 * time.Second
 // of out's decision, on a goroutine of its own, so that the answer never
 // waits for it. ctx is the request's context: its values reach the store,
 // its cancellation does not, since a client gone still pays for what was
-// sent. A charge that fails goes through the Limiter's failure policy,
+// sent. When the meter is held ([Meter.Hold]), the charge waits for its
+// release. A charge that fails goes through the Limiter's failure policy,
 // which reports it (OnError, the observer, the log).
 func (m *Middleware) Charge(ctx context.Context, out Outcome, meter *Meter) {
 	if !m.Charging() || !out.Proceed() || len(out.Decision.Results) == 0 {
 		return
 	}
-	d, n := out.Decision, meter.Units()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), chargeTimeout)
-	go func() {
-		defer cancel()
-		_, _ = m.charge(ctx, d, n, m.cfg.Charged...)
-	}()
+	d := out.Decision
+	ctx = context.WithoutCancel(ctx)
+	charge := func() {
+		n := meter.Units()
+		go func() {
+			ctx, cancel := context.WithTimeout(ctx, chargeTimeout)
+			defer cancel()
+			_, _ = m.charge(ctx, d, n, m.cfg.Charged...)
+		}()
+	}
+	if !meter.later(charge) {
+		charge()
+	}
 }
