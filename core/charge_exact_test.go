@@ -88,7 +88,22 @@ func TestChargeAcrossProcesses(t *testing.T) {
 				}
 				charged, admitted, clamped = charged+c, admitted+a, clamped+k
 			}
-			l := newLimiter(t, testkit.MustRedis(rdb))
+			// one more charge, far past every algorithm's bound, lands
+			// whatever the balance and must be clamped: the children's
+			// clamps depend on how their calls interleave
+			l := newLimiter(t, testkit.MustRedis(rdb), core.WithTimeout(30*time.Second), core.WithFailurePolicy(core.FailClosed))
+			huge := 50 * chargeLimit
+			last, err := l.Charge(ctx, chargeRule(alg, id), id, huge)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last.Charged >= huge {
+				t.Fatalf("a charge of %d was not clamped: %+v", huge, last)
+			}
+			charged += last.Charged
+			if last.Charged < huge {
+				clamped++
+			}
 			key, err := l.StorageKey("charged", id)
 			if err != nil {
 				t.Fatal(err)
@@ -104,8 +119,8 @@ func TestChargeAcrossProcesses(t *testing.T) {
 			if held > bound {
 				t.Fatalf("Redis holds %d units, past the debt bound of %d", held, bound)
 			}
-			if clamped == 0 || admitted == 0 {
-				t.Fatalf("fixture: %d admitted, %d charges clamped: want some of each", admitted, clamped)
+			if admitted == 0 {
+				t.Fatalf("fixture: no request admitted")
 			}
 			t.Logf("%s: %d requests admitted, %d units charged, Redis holds %d; %d charges clamped at the bound", alg, admitted, charged, held, clamped)
 
