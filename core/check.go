@@ -221,9 +221,17 @@ func (l *Limiter) decideGroups(ctx context.Context, p *plan, d *Decision, result
 	}
 	if !d.Allowed || err != nil {
 		// denied, or failing closed: what the groups before the last
-		// spent goes back (the last spent nothing, or is denied by
-		// failClosed and given back here too)
-		l.refundDenied(ctx, p, d, decided)
+		// spent goes back. Failing closed, the last group is given back
+		// too. Denied by the store, the last group is left as the store
+		// answered: a store decides a group all or nothing, so it spent
+		// nothing there, and one that counts each key apart (envoy's
+		// counting under ratekit-server) keeps what it counted, as
+		// envoy's service does
+		upto := decided
+		if err == nil {
+			upto--
+		}
+		l.refundDenied(ctx, p, d, upto)
 	}
 	if decided == p.groups {
 		return err // every rule's group decided: all are kept
