@@ -325,6 +325,13 @@ func (s *Settings) check(lookup func(string) (string, bool)) []error {
 	if s.AdminToken != "" && len(s.AdminToken) < 16 {
 		add("RATEKIT_ADMIN_TOKEN is shorter than 16 bytes")
 	}
+	s.checkBounds(add)
+	return errs
+}
+
+// checkBounds checks the settings that bound what the service holds for
+// traffic nobody vetted: timeouts, pprof, admin guesses, request sizes.
+func (s *Settings) checkBounds(add func(format string, args ...any)) {
 	for _, t := range []struct {
 		name string
 		d    time.Duration
@@ -347,7 +354,6 @@ func (s *Settings) check(lookup func(string) (string, bool)) []error {
 	if s.MaxRequestBytes < 4<<10 || s.MaxRequestBytes > 64<<20 {
 		add("RATEKIT_MAX_REQUEST_BYTES=%d: 4096 to 67108864", s.MaxRequestBytes)
 	}
-	return errs
 }
 
 func hasControl(s string) bool {
