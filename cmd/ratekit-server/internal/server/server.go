@@ -96,6 +96,26 @@ func New(set settings.Settings, log *slog.Logger) (_ *Server, err error) {
 		LocalCache: set.LocalCacheBytes > 0, Logger: log,
 		CallerLimits: callerLimits[set.CallerLimits], CallerMaxUnit: set.CallerLimitMaxUnit,
 	})
+	if err := s.configure(set, log); err != nil {
+		return nil, err
+	}
+	if err := s.listen(reg); err != nil {
+		return nil, err
+	}
+	if !set.DisableStats && !set.UsePrometheus {
+		addr := ""
+		if set.UseStatsd {
+			addr = net.JoinHostPort(set.StatsdHost, strconv.Itoa(set.StatsdPort))
+		}
+		s.flusher = stats.NewFlusher(s.stats, addr, set.StatsFlushInterval, log)
+	}
+	return s, nil
+}
+
+// configure loads the configuration from its source, the files (watched)
+// or an xDS server, and keeps it current; a first configuration refused
+// fails the start unless FORCE_START_WITHOUT_INITIAL_CONFIG.
+func (s *Server) configure(set settings.Settings, log *slog.Logger) error {
 	var first error
 	use := func(c *config.Config, warns []config.Warning, err error) {
 		for _, w := range warns {
@@ -116,28 +136,19 @@ func New(set settings.Settings, log *slog.Logger) (_ *Server, err error) {
 	opts := config.Options{DefaultAlgorithm: set.Algorithm, MergeDomains: set.MergeDomains}
 	if set.ConfigType == "grpc_xds_sotw" {
 		if err := s.subscribe(opts, use); err != nil {
-			return nil, err
+			return err
 		}
 	} else {
 		src := runtime.Source{Root: set.RuntimeRoot, Subdirectory: set.RuntimeSubdirectory, AppDirectory: set.RuntimeAppDirectory, IgnoreDotFiles: set.RuntimeIgnoreDot}
+		var err error
 		if s.watcher, err = runtime.Watch(src, opts, use); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if !set.ForceStart && first != nil {
-		return nil, fmt.Errorf("configuration: %w (FORCE_START_WITHOUT_INITIAL_CONFIG=true starts anyway)", first)
+		return fmt.Errorf("configuration: %w (FORCE_START_WITHOUT_INITIAL_CONFIG=true starts anyway)", first)
 	}
-	if err := s.listen(reg); err != nil {
-		return nil, err
-	}
-	if !set.DisableStats && !set.UsePrometheus {
-		addr := ""
-		if set.UseStatsd {
-			addr = net.JoinHostPort(set.StatsdHost, strconv.Itoa(set.StatsdPort))
-		}
-		s.flusher = stats.NewFlusher(s.stats, addr, set.StatsFlushInterval, log)
-	}
-	return s, nil
+	return nil
 }
 
 var callerLimits = map[settings.CallerLimits]service.CallerLimits{
