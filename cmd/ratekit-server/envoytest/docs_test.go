@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -141,5 +142,18 @@ func TestGuideRatekitKeys(t *testing.T) {
 	}
 	if c.Rules() != 2 {
 		t.Fatalf("%d rules", c.Rules())
+	}
+}
+
+// TestGuideMetadata loads the guide's example of descriptor metadata.
+func TestGuideMetadata(t *testing.T) {
+	src := find(t, blocks(guide(t), "yaml"), "plan: gold")
+	c, _, err := config.Load([]config.File{{Name: "guide.yaml", Data: []byte(src)}}, config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Domain("api").Match([]*rlv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: "acme"}})
+	if got := m.Rule.Metadata.GetFields()["upstream"].GetStructValue().GetFields()["pool"].GetStringValue(); got != "dedicated" {
+		t.Fatalf("metadata %v", m.Rule.Metadata)
 	}
 }

@@ -726,7 +726,7 @@ func (s *Service) answer(req *rlspb.RateLimitRequest, ds []descriptor) *rlspb.Ra
 	final := rlspb.RateLimitResponse_OK
 	minRemaining := uint32(math.MaxUint32)
 	var closest *rlspb.RateLimitResponse_DescriptorStatus
-	var violations []int
+	var violations, passed []int
 	for i := range ds {
 		d := &ds[i]
 		st := d.status
@@ -735,6 +735,9 @@ func (s *Service) answer(req *rlspb.RateLimitRequest, ds []descriptor) *rlspb.Ra
 		}
 		if s.opts.Headers && st.CurrentLimit != nil && st.LimitRemaining < minRemaining {
 			closest, minRemaining = st, st.LimitRemaining
+		}
+		if s.opts.DynamicMetadata && st.Code != rlspb.RateLimitResponse_OVER_LIMIT && !d.unlimited {
+			passed = append(passed, i)
 		}
 		switch {
 		case d.unlimited:
@@ -762,7 +765,7 @@ func (s *Service) answer(req *rlspb.RateLimitRequest, ds []descriptor) *rlspb.Ra
 		s.stats.GlobalShadowMode.Inc()
 	}
 	if s.opts.DynamicMetadata {
-		resp.DynamicMetadata = metadata(req, violations, ds)
+		resp.DynamicMetadata = metadata(req, violations, ds, passed)
 	}
 	resp.OverallCode = final
 	return resp
