@@ -7,7 +7,7 @@
 //	domain: <unique domain>
 //	descriptors:
 //	  - key: <key, required>
-//	    value: <value; a trailing * matches any value with that prefix>
+//	    value: <value; each * matches any run of characters, even none>
 //	    rate_limit:
 //	      unit: second | minute | hour | day | week | month | year
 //	      requests_per_unit: <uint32>
@@ -209,11 +209,11 @@ type Rule struct {
 
 // node is one descriptor of the tree: its children by "key_value" (or
 // "key" for a descriptor without value), its rule, and its children whose
-// value ends with a wildcard, in file order.
+// "key_value" holds a wildcard, in file order.
 type node struct {
 	children        map[string]*node
 	rule            *Rule
-	wildcardKeys    []string
+	wildcards       []wildcard
 	valueToMetric   bool
 	shareThreshold  bool
 	wildcardPattern string

@@ -566,16 +566,16 @@ func (p *parser) descriptor(parent *node, parentKey string, dn *yaml.Node, depth
 	} else if r.metadata != nil {
 		p.warnf(r.metadataNode, "metadata means nothing without a rate_limit beside it; envoy ignores it too")
 	}
-	wild := strings.HasSuffix(finalKey, "*")
+	wild := strings.Contains(finalKey, "*")
 	if r.share && !wild {
-		return p.errf(dn, "share_threshold can only be used with wildcard values (ending with '*'), but found key '%s'", finalKey)
+		return p.errf(dn, "share_threshold can only be used with wildcard values (containing '*'), but found key '%s'", finalKey)
 	}
 	nd := &node{children: map[string]*node{}, rule: rule, valueToMetric: r.valueToMetric, shareThreshold: r.share}
 	if r.share {
 		nd.wildcardPattern = finalKey
 	}
 	if wild {
-		parent.wildcardKeys = append(parent.wildcardKeys, finalKey)
+		parent.wildcards = append(parent.wildcards, newWildcard(finalKey))
 	}
 	if err := p.descriptors(nd, fullKey+".", r.childList, depth+1); err != nil {
 		return err
