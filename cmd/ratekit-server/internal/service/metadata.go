@@ -103,6 +103,37 @@ func mergeMetadata(dst, src map[string]*structpb.Value) {
 	}
 }
 
+// RuleMetadataKey is the key of an answer's dynamic metadata under which
+// Options.RuleMetadata names the rule that decided it: Envoy keeps the
+// dynamic metadata under envoy.filters.http.ratelimit, where its access
+// log reads it as %DYNAMIC_METADATA(envoy.filters.http.ratelimit:ratekit:rule)%.
+const RuleMetadataKey = "ratekit"
+
+// addRule adds to resp's dynamic metadata, under RuleMetadataKey, the
+// rule that decided it, as Decide picks it (a denial first, then a
+// shadow rule's denial, then the rule with the least left): "rule", its
+// name as Decide names it, "remaining", what it has left, and "shadow",
+// true when it was over its limit and let through (shadow_mode,
+// quota_mode, SHADOW_MODE). An answer no limit applied to has none.
+func addRule(resp *rlspb.RateLimitResponse, ds []descriptor) {
+	dec := decision(resp, ds)
+	if dec.Limiting < 0 {
+		return
+	}
+	r := dec.Results[dec.Limiting]
+	f := map[string]*structpb.Value{
+		"rule":      structpb.NewStringValue(r.Rule),
+		"remaining": structpb.NewNumberValue(float64(max(r.Remaining, 0))),
+	}
+	if r.Shadow {
+		f["shadow"] = structpb.NewBoolValue(true)
+	}
+	if resp.DynamicMetadata == nil {
+		resp.DynamicMetadata = &structpb.Struct{Fields: make(map[string]*structpb.Value, 1)}
+	}
+	resp.DynamicMetadata.Fields[RuleMetadataKey] = structpb.NewStructValue(&structpb.Struct{Fields: f})
+}
+
 // limitText writes a descriptor's limit as envoy's metadata does, the
 // message in the protobuf text format on one line, with one space between
 // fields (the protobuf library varies its spacing from build to build).

@@ -2,7 +2,9 @@ package service_test
 
 import (
 	"encoding/json"
+	"maps"
 	"testing"
+	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 
@@ -90,4 +92,56 @@ func field(m map[string]any, k string) string {
 		return err.Error()
 	}
 	return string(b)
+}
+
+// TestRuleMetadata: with RuleMetadata every answer a limit applied to
+// names its deciding rule in its dynamic metadata, under "ratekit": the
+// denying rule of a denial, else a shadow rule over its limit, else the
+// rule with the least left; by its rate_limit name, or else its
+// statistics key. It stands beside envoy's dynamic metadata when that is
+// on too, and an answer no limit applied to has none.
+func TestRuleMetadata(t *testing.T) {
+	const rules = `
+domain: d
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 2, name: per-user}
+  - key: route
+    rate_limit: {unit: hour, requests_per_unit: 100}
+  - key: trial
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 0, name: trial}
+`
+	for _, envoyToo := range []bool{false, true} {
+		f := newFixture(t, rules, service.Options{RuleMetadata: true, DynamicMetadata: envoyToo})
+		f.mr.SetTime(time.Date(2026, 1, 1, 10, 30, 0, 0, time.UTC)) // Redis's clock: one window throughout
+		rule := func(ds ...*rlv3.RateLimitDescriptor) map[string]any {
+			t.Helper()
+			resp := f.call(t, ds...)
+			if envoyToo != (resp.GetDynamicMetadata().GetFields()["domain"] != nil) {
+				t.Fatalf("envoy's metadata %v with RESPONSE_DYNAMIC_METADATA %v", resp.GetDynamicMetadata(), envoyToo)
+			}
+			return resp.GetDynamicMetadata().GetFields()[service.RuleMetadataKey].GetStructValue().AsMap()
+		}
+		for i, want := range []map[string]any{
+			{"rule": "per-user", "remaining": 1.0},
+			{"rule": "per-user", "remaining": 0.0},
+		} {
+			if got := rule(desc("route", "/a"), desc("user", "7")); !maps.Equal(got, want) {
+				t.Errorf("envoy's too %v, call %d: %v, want %v", envoyToo, i, got, want)
+			}
+		}
+		if got, want := rule(desc("route", "/a"), desc("user", "7")), map[string]any{"rule": "per-user", "remaining": 0.0}; !maps.Equal(got, want) {
+			t.Errorf("denied: %v, want %v", got, want)
+		}
+		if got, want := rule(desc("route", "/b"), desc("trial", "x")), map[string]any{"rule": "trial", "remaining": 0.0, "shadow": true}; !maps.Equal(got, want) {
+			t.Errorf("shadow: %v, want %v", got, want)
+		}
+		if got, want := rule(desc("route", "/c")), map[string]any{"rule": "d.route", "remaining": 99.0}; !maps.Equal(got, want) {
+			t.Errorf("unnamed: %v, want %v", got, want)
+		}
+		if resp := f.call(t, desc("none", "1")); len(resp.GetDynamicMetadata().GetFields()[service.RuleMetadataKey].GetStructValue().GetFields()) != 0 {
+			t.Errorf("no limit applied: %v", resp.GetDynamicMetadata())
+		}
+	}
 }

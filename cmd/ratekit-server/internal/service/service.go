@@ -57,6 +57,9 @@ type Options struct {
 	// DynamicMetadata adds envoy's dynamic metadata to every answer
 	// (RESPONSE_DYNAMIC_METADATA).
 	DynamicMetadata bool
+	// RuleMetadata names, in every answer's dynamic metadata, the rule
+	// that decided it (RATEKIT_RULE_METADATA), under RuleMetadataKey.
+	RuleMetadata bool
 	// Stop counts as STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT does: when a
 	// descriptor would go over its limit, only the descriptors that would
 	// go over are counted, in one atomic script.
@@ -768,6 +771,9 @@ func (s *Service) answer(req *rlspb.RateLimitRequest, ds []descriptor) *rlspb.Ra
 		resp.DynamicMetadata = metadata(req, violations, ds, passed)
 	}
 	resp.OverallCode = final
+	if s.opts.RuleMetadata {
+		addRule(resp, ds)
+	}
 	return resp
 }
 
