@@ -42,6 +42,7 @@ descriptors:
 // metadata is never changed by a merge.
 func TestDescriptorMetadata(t *testing.T) {
 	f := newFixture(t, metadataRules, service.Options{DynamicMetadata: true})
+	f.mr.SetTime(time.Date(2026, 1, 1, 10, 30, 0, 0, time.UTC)) // Redis's clock: one window throughout
 	get := func(ds ...[]string) map[string]any {
 		t.Helper()
 		var in []*rlv3.RateLimitDescriptor
