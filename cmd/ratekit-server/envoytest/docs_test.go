@@ -9,14 +9,17 @@ import (
 	"testing"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
+	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/service"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/settings"
 )
 
@@ -141,5 +144,51 @@ func TestGuideRatekitKeys(t *testing.T) {
 	}
 	if c.Rules() != 2 {
 		t.Fatalf("%d rules", c.Rules())
+	}
+}
+
+// TestGuideMetadata loads the guide's example of descriptor metadata.
+func TestGuideMetadata(t *testing.T) {
+	src := find(t, blocks(guide(t), "yaml"), "plan: gold")
+	c, _, err := config.Load([]config.File{{Name: "guide.yaml", Data: []byte(src)}}, config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Domain("api").Match([]*rlv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: "acme"}})
+	if got := m.Rule.Metadata.GetFields()["upstream"].GetStructValue().GetFields()["pool"].GetStringValue(); got != "dedicated" {
+		t.Fatalf("metadata %v", m.Rule.Metadata)
+	}
+}
+
+// TestGuideAccessLog parses the guide's access log into an
+// HttpConnectionManager's, its typed configuration included, and checks
+// that it prints the deciding rule where ratekit-server puts it.
+func TestGuideAccessLog(t *testing.T) {
+	src := find(t, blocks(guide(t), "yaml"), "envoy.access_loggers.stdout")
+	var v any
+	if err := yaml.Unmarshal([]byte(src), &v); err != nil {
+		t.Fatal(err)
+	}
+	j, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hcm hcmv3.HttpConnectionManager
+	if err := protojson.Unmarshal(j, &hcm); err != nil {
+		t.Fatalf("the access log is not an HttpConnectionManager's: %v", err)
+	}
+	if len(hcm.GetAccessLog()) != 1 {
+		t.Fatalf("%d access logs", len(hcm.GetAccessLog()))
+	}
+	var out streamv3.StdoutAccessLog
+	if err := hcm.GetAccessLog()[0].GetTypedConfig().UnmarshalTo(&out); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.ValidateAll(); err != nil {
+		t.Fatal(err)
+	}
+	format := out.GetLogFormat().GetTextFormatSource().GetInlineString()
+	if !strings.Contains(format, "%DYNAMIC_METADATA(envoy.filters.http.ratelimit:"+service.RuleMetadataKey+":rule)%") {
+		t.Fatalf("the format %q does not print the rule", format)
 	}
 }

@@ -7,7 +7,7 @@
 //	domain: <unique domain>
 //	descriptors:
 //	  - key: <key, required>
-//	    value: <value; a trailing * matches any value with that prefix>
+//	    value: <value; each * matches any run of characters, even none>
 //	    rate_limit:
 //	      unit: second | minute | hour | day | week | month | year
 //	      requests_per_unit: <uint32>
@@ -21,6 +21,7 @@
 //	      period: <Go duration, instead of unit>
 //	    limits: [<more rate_limit blocks, decided all or nothing with it>]  # ratekit
 //	    shadow_mode, quota_mode, detailed_metric, value_to_metric, share_threshold: <bool>
+//	    metadata: <any mapping, returned in the dynamic metadata of answers>
 //	    descriptors: [<nested descriptors>]
 //
 // Without ratekit's algorithm key (and RATEKIT_ALGORITHM unset) a limit is
@@ -35,6 +36,7 @@ import (
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/ratekit/ratekit/core"
 )
@@ -195,6 +197,11 @@ type Rule struct {
 	// counts) are never lost, and later calls are over until the debt is
 	// repaid.
 	HitsAlwaysLand bool
+	// Metadata is the descriptor's metadata (nil when it has none): the
+	// dynamic metadata of an answer holds, under "metadata", that of
+	// every descriptor its rule let through, merged (RESPONSE_DYNAMIC_METADATA).
+	// Shared by every answer: read-only.
+	Metadata *structpb.Struct
 	// File and Line tell where the rule was written.
 	File string
 	Line int
@@ -202,11 +209,11 @@ type Rule struct {
 
 // node is one descriptor of the tree: its children by "key_value" (or
 // "key" for a descriptor without value), its rule, and its children whose
-// value ends with a wildcard, in file order.
+// "key_value" holds a wildcard, in file order.
 type node struct {
 	children        map[string]*node
 	rule            *Rule
-	wildcardKeys    []string
+	wildcards       []wildcard
 	valueToMetric   bool
 	shareThreshold  bool
 	wildcardPattern string

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
 	"github.com/ratekit/ratekit/core"
@@ -16,6 +17,9 @@ import (
 // in testdata/fuzz/FuzzLoad.
 func FuzzLoad(f *testing.F) {
 	f.Add([]byte(tree))
+	f.Add([]byte("domain: d\ndescriptors:\n  - key: a\n    value: \"*x*\"\n    share_threshold: true\n" +
+		"    rate_limit: {unit: second, requests_per_unit: 1}\n    metadata: &m {k: [1, yes, ~, {1: 0x10}], <<: {j: .inf}}\n" +
+		"  - key: b\n    metadata: *m\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, _, err := config.Load([]config.File{{Name: "f.yaml", Data: data}}, config.Options{})
 		if err != nil {
@@ -30,6 +34,11 @@ func FuzzLoad(f *testing.F) {
 				m := d.Match([]*rlv3.RateLimitDescriptor_Entry{{Key: "a", Value: "x"}, {Key: "b"}})
 				if m.Rule != nil && !m.Rule.Unlimited {
 					checkLimits(t, m.Rule)
+				}
+				if m.Rule != nil {
+					if _, err := proto.Marshal(m.Rule.Metadata); err != nil {
+						t.Fatalf("metadata that no answer can carry: %v", err)
+					}
 				}
 			}
 		}

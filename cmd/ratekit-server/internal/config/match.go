@@ -84,15 +84,16 @@ func (w *walk) step(n *node, i int, e *rlv3.RateLimitDescriptor_Entry) *node {
 }
 
 // child returns the child of n for an entry of key and key_value
-// finalKey: by finalKey, else by the first of n's wildcards that finalKey
-// starts with (returned as wildcard), else by key alone; byValue reports
-// a match by finalKey or a wildcard.
+// finalKey, as envoy's service picks it: by finalKey, else by the first
+// of n's wildcards in file order that matches finalKey (returned as
+// wildcard), however specific the others, else by key alone; byValue
+// reports a match by finalKey or a wildcard.
 func (n *node) child(key, finalKey string) (next *node, wildcard string, byValue bool) {
 	next = n.children[finalKey]
 	if next == nil {
-		for _, w := range n.wildcardKeys {
-			if strings.HasPrefix(finalKey, strings.TrimSuffix(w, "*")) {
-				next, wildcard = n.children[w], w
+		for _, w := range n.wildcards {
+			if w.match(finalKey) {
+				next, wildcard = n.children[w.key], w.key
 				break
 			}
 		}
@@ -102,6 +103,36 @@ func (n *node) child(key, finalKey string) (next *node, wildcard string, byValue
 		next = n.children[key]
 	}
 	return next, wildcard, byValue
+}
+
+// wildcard is a "key_value" that holds a *, which matches any run of
+// characters, even none: the text between its stars, split once when
+// the file is read.
+type wildcard struct {
+	key   string
+	parts []string // key split at each *: at least two
+}
+
+func newWildcard(key string) wildcard {
+	return wildcard{key: key, parts: strings.Split(key, "*")}
+}
+
+// match reports whether s matches w: it starts with w's first part, ends
+// with its last, and holds the others in order between them, apart.
+func (w wildcard) match(s string) bool {
+	first, last := w.parts[0], w.parts[len(w.parts)-1]
+	if len(s) < len(first)+len(last) || !strings.HasPrefix(s, first) || !strings.HasSuffix(s, last) {
+		return false
+	}
+	s = s[len(first) : len(s)-len(last)]
+	for _, p := range w.parts[1 : len(w.parts)-1] {
+		i := strings.Index(s, p)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(p):]
+	}
+	return true
 }
 
 // metricValue returns what follows entry e's key in value_to_metric's

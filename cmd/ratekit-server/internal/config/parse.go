@@ -10,6 +10,7 @@ import (
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/ratekit/ratekit/core"
 )
@@ -38,7 +39,7 @@ var envoyKeys = map[string]bool{
 	"domain": true, "key": true, "value": true, "descriptors": true, "rate_limit": true,
 	"unit": true, "requests_per_unit": true, "unlimited": true, "shadow_mode": true,
 	"quota_mode": true, "name": true, "replaces": true, "detailed_metric": true,
-	"value_to_metric": true, "share_threshold": true,
+	"value_to_metric": true, "share_threshold": true, "metadata": true,
 }
 
 // ratekitKeys are ratekit's own keys, with the level they belong to.
@@ -329,12 +330,16 @@ func (p *parser) checkKey(pr pair, level string, used bool) error {
 	if !used {
 		p.warnf(pr.knode, "key %q means nothing in a %s; envoy ignores it too", pr.key, level)
 	}
+	if pr.key == "metadata" {
+		return nil // any value, as envoy's key check skips it
+	}
 	return p.leafTypes(pr.value, 0)
 }
 
 // leafTypes refuses what envoy's key check refuses anywhere in a value:
 // floats, integers beyond the int64 range, lists of anything but mappings,
-// and keys outside envoy's set.
+// and keys outside envoy's set. The value of a metadata key is not
+// checked: it may hold anything.
 func (p *parser) leafTypes(n *yaml.Node, depth int) error {
 	if depth > maxDepth*4 {
 		return p.errf(n, "nested too deep")
@@ -366,6 +371,9 @@ func (p *parser) leafTypes(n *yaml.Node, depth int) error {
 		for _, pr := range prs {
 			if _, ok := ratekitKeys[pr.key]; !ok && !envoyKeys[pr.key] {
 				return p.errf(pr.knode, "config error, unknown key '%s'", pr.key)
+			}
+			if pr.key == "metadata" {
+				continue
 			}
 			if err := p.leafTypes(pr.value, depth+1); err != nil {
 				return err
@@ -524,6 +532,8 @@ type rawDescriptor struct {
 	childList                                     []*yaml.Node
 	shadow, quota, detailed, valueToMetric, share bool
 	alwaysLand                                    bool
+	metadata                                      *structpb.Struct
+	metadataNode                                  *yaml.Node
 }
 
 // descriptor loads descriptor dn, and the descriptors under it, as a
@@ -550,19 +560,22 @@ func (p *parser) descriptor(parent *node, parentKey string, dn *yaml.Node, depth
 			return err
 		}
 		p.cfg.rules++
+		rule.Metadata = r.metadata
 	} else if r.limits != nil {
 		return p.errf(r.limits, "limits needs a rate_limit beside it")
+	} else if r.metadata != nil {
+		p.warnf(r.metadataNode, "metadata means nothing without a rate_limit beside it; envoy ignores it too")
 	}
-	wild := strings.HasSuffix(finalKey, "*")
+	wild := strings.Contains(finalKey, "*")
 	if r.share && !wild {
-		return p.errf(dn, "share_threshold can only be used with wildcard values (ending with '*'), but found key '%s'", finalKey)
+		return p.errf(dn, "share_threshold can only be used with wildcard values (containing '*'), but found key '%s'", finalKey)
 	}
 	nd := &node{children: map[string]*node{}, rule: rule, valueToMetric: r.valueToMetric, shareThreshold: r.share}
 	if r.share {
 		nd.wildcardPattern = finalKey
 	}
 	if wild {
-		parent.wildcardKeys = append(parent.wildcardKeys, finalKey)
+		parent.wildcards = append(parent.wildcards, newWildcard(finalKey))
 	}
 	if err := p.descriptors(nd, fullKey+".", r.childList, depth+1); err != nil {
 		return err
@@ -602,6 +615,9 @@ func (p *parser) rawDescriptor(dn *yaml.Node) (rawDescriptor, error) {
 			r.share, err = p.boolean(pr)
 		case "hits_always_land":
 			r.alwaysLand, err = p.boolean(pr)
+		case "metadata":
+			r.metadata, err = p.metadata(pr)
+			r.metadataNode = pr.knode
 		default:
 			err = p.checkKey(pr, "descriptor", false)
 		}

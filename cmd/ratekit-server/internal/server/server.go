@@ -92,7 +92,7 @@ func New(set settings.Settings, log *slog.Logger) (_ *Server, err error) {
 	s.svc = service.New(s.compatL, s.nativeL, s.stats, service.Options{
 		GlobalShadow: set.GlobalShadow, GlobalQuota: set.GlobalQuota,
 		Headers: set.HeadersEnabled, LimitHeader: set.LimitHeader, RemainingHeader: set.RemainingHeader, ResetHeader: set.ResetHeader,
-		DynamicMetadata: set.DynamicMetadata, Stop: set.Stop, NearLimitRatio: set.NearLimitRatio,
+		DynamicMetadata: set.DynamicMetadata, RuleMetadata: set.RuleMetadata, Stop: set.Stop, NearLimitRatio: set.NearLimitRatio,
 		LocalCache: set.LocalCacheBytes > 0, Logger: log,
 		CallerLimits: callerLimits[set.CallerLimits], CallerMaxUnit: set.CallerLimitMaxUnit,
 	})

@@ -2,6 +2,7 @@ package service
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -13,8 +14,10 @@ import (
 // metadata is envoy's dynamic metadata of an answer
 // (RESPONSE_DYNAMIC_METADATA): the domain, the descriptors, the request's
 // hits_addend, the indexes of the descriptors quota_mode let through, and
-// whether any limit was in quota mode.
-func metadata(req *rlspb.RateLimitRequest, violations []int, ds []descriptor) *structpb.Struct {
+// whether any limit was in quota mode; and, as envoy's service has it
+// since it reads descriptor metadata, under "metadata", that of the rules
+// of the descriptors that passed, merged (passed: the indexes of ds).
+func metadata(req *rlspb.RateLimitRequest, violations []int, ds []descriptor, passed []int) *structpb.Struct {
 	fields := map[string]*structpb.Value{"domain": structpb.NewStringValue(req.GetDomain())}
 	descs := make([]*structpb.Value, 0, len(req.GetDescriptors()))
 	for _, d := range req.GetDescriptors() {
@@ -53,7 +56,82 @@ func metadata(req *rlspb.RateLimitRequest, violations []int, ds []descriptor) *s
 		}
 	}
 	fields["quotaModeEnabled"] = structpb.NewBoolValue(quota)
+	if md := passedMetadata(ds, passed); md != nil {
+		fields["metadata"] = structpb.NewStructValue(md)
+	}
 	return &structpb.Struct{Fields: fields}
+}
+
+// passedMetadata merges the metadata of the rules of the descriptors of
+// ds at passed, in that order, as envoy merges them: a key already there
+// stays, unless both are mappings, which are merged in turn. Nil when
+// none has any.
+func passedMetadata(ds []descriptor, passed []int) *structpb.Struct {
+	var out map[string]*structpb.Value
+	for _, i := range passed {
+		if r := ds[i].rule; r != nil && len(r.Metadata.GetFields()) > 0 {
+			if out == nil {
+				out = make(map[string]*structpb.Value, len(r.Metadata.GetFields()))
+			}
+			mergeMetadata(out, r.Metadata.GetFields())
+		}
+	}
+	if out == nil {
+		return nil
+	}
+	return &structpb.Struct{Fields: out}
+}
+
+// mergeMetadata merges src into dst. The values of src belong to the
+// configuration and are shared by every answer: a mapping of dst that
+// takes more keys is copied first, never written to.
+func mergeMetadata(dst, src map[string]*structpb.Value) {
+	for k, v := range src {
+		old, ok := dst[k]
+		if !ok {
+			dst[k] = v
+			continue
+		}
+		a, b := old.GetStructValue(), v.GetStructValue()
+		if a == nil || b == nil {
+			continue
+		}
+		merged := make(map[string]*structpb.Value, len(a.GetFields())+len(b.GetFields()))
+		maps.Copy(merged, a.GetFields())
+		mergeMetadata(merged, b.GetFields())
+		dst[k] = structpb.NewStructValue(&structpb.Struct{Fields: merged})
+	}
+}
+
+// RuleMetadataKey is the key of an answer's dynamic metadata under which
+// Options.RuleMetadata names the rule that decided it: Envoy keeps the
+// dynamic metadata under envoy.filters.http.ratelimit, where its access
+// log reads it as %DYNAMIC_METADATA(envoy.filters.http.ratelimit:ratekit:rule)%.
+const RuleMetadataKey = "ratekit"
+
+// addRule adds to resp's dynamic metadata, under RuleMetadataKey, the
+// rule that decided it, as Decide picks it (a denial first, then a
+// shadow rule's denial, then the rule with the least left): "rule", its
+// name as Decide names it, "remaining", what it has left, and "shadow",
+// true when it was over its limit and let through (shadow_mode,
+// quota_mode, SHADOW_MODE). An answer no limit applied to has none.
+func addRule(resp *rlspb.RateLimitResponse, ds []descriptor) {
+	dec := decision(resp, ds)
+	if dec.Limiting < 0 {
+		return
+	}
+	r := dec.Results[dec.Limiting]
+	f := map[string]*structpb.Value{
+		"rule":      structpb.NewStringValue(r.Rule),
+		"remaining": structpb.NewNumberValue(float64(max(r.Remaining, 0))),
+	}
+	if r.Shadow {
+		f["shadow"] = structpb.NewBoolValue(true)
+	}
+	if resp.DynamicMetadata == nil {
+		resp.DynamicMetadata = &structpb.Struct{Fields: make(map[string]*structpb.Value, 1)}
+	}
+	resp.DynamicMetadata.Fields[RuleMetadataKey] = structpb.NewStructValue(&structpb.Struct{Fields: f})
 }
 
 // limitText writes a descriptor's limit as envoy's metadata does, the

@@ -57,6 +57,9 @@ type Options struct {
 	// DynamicMetadata adds envoy's dynamic metadata to every answer
 	// (RESPONSE_DYNAMIC_METADATA).
 	DynamicMetadata bool
+	// RuleMetadata names, in every answer's dynamic metadata, the rule
+	// that decided it (RATEKIT_RULE_METADATA), under RuleMetadataKey.
+	RuleMetadata bool
 	// Stop counts as STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT does: when a
 	// descriptor would go over its limit, only the descriptors that would
 	// go over are counted, in one atomic script.
@@ -726,7 +729,7 @@ func (s *Service) answer(req *rlspb.RateLimitRequest, ds []descriptor) *rlspb.Ra
 	final := rlspb.RateLimitResponse_OK
 	minRemaining := uint32(math.MaxUint32)
 	var closest *rlspb.RateLimitResponse_DescriptorStatus
-	var violations []int
+	var violations, passed []int
 	for i := range ds {
 		d := &ds[i]
 		st := d.status
@@ -735,6 +738,9 @@ func (s *Service) answer(req *rlspb.RateLimitRequest, ds []descriptor) *rlspb.Ra
 		}
 		if s.opts.Headers && st.CurrentLimit != nil && st.LimitRemaining < minRemaining {
 			closest, minRemaining = st, st.LimitRemaining
+		}
+		if s.opts.DynamicMetadata && st.Code != rlspb.RateLimitResponse_OVER_LIMIT && !d.unlimited {
+			passed = append(passed, i)
 		}
 		switch {
 		case d.unlimited:
@@ -762,9 +768,12 @@ func (s *Service) answer(req *rlspb.RateLimitRequest, ds []descriptor) *rlspb.Ra
 		s.stats.GlobalShadowMode.Inc()
 	}
 	if s.opts.DynamicMetadata {
-		resp.DynamicMetadata = metadata(req, violations, ds)
+		resp.DynamicMetadata = metadata(req, violations, ds, passed)
 	}
 	resp.OverallCode = final
+	if s.opts.RuleMetadata {
+		addRule(resp, ds)
+	}
 	return resp
 }
 

@@ -58,7 +58,7 @@ type Tracing struct {
 // ratekit's own.
 var envoyTable = []Setting{
 	{"CONFIG_GRPC_XDS_NODE_ID", "default", "node ID sent to the xDS server (its snapshots are set for it)", str(func(s *Settings) *string { return &s.XDS.NodeID })},
-	{"CONFIG_GRPC_XDS_NODE_METADATA", "", "node metadata sent to the xDS server: key=value pairs, comma-separated", pairs("=", func(s *Settings) *map[string]string { return &s.XDS.NodeMetadata })},
+	{"CONFIG_GRPC_XDS_NODE_METADATA", "", "node metadata sent to the xDS server: key=value pairs, comma-separated", nodeMetadata},
 	{"CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000", "host:port of the xDS server", str(func(s *Settings) *string { return &s.XDS.ServerURL })},
 	{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "3s", "wait between attempts to connect to the xDS server (with half of it as jitter)", duration(func(s *Settings) *time.Duration { return &s.XDS.ConnectRetryInterval })},
 	{"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "", "metadata sent with the xDS stream: key:value pairs, comma-separated", pairs(":", func(s *Settings) *map[string]string { return &s.XDS.Headers })},
@@ -191,6 +191,28 @@ func pairs(sep string, f func(*Settings) *map[string]string) func(*Settings, str
 		*f(s) = m
 		return nil
 	}
+}
+
+// nodeMetadata reads CONFIG_GRPC_XDS_NODE_METADATA as envoy's service
+// does: entries split at commas, each at its first "=", the value
+// possibly empty and holding more "=", the key possibly empty, nothing
+// trimmed, empty entries skipped. An entry without "=", which envoy's
+// service drops without a word (its own example, "key1:val1", among
+// them), is refused instead.
+func nodeMetadata(s *Settings, v string) error {
+	m := map[string]string{}
+	for _, e := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(e, "=")
+		if !ok {
+			if strings.TrimSpace(e) == "" {
+				continue
+			}
+			return fmt.Errorf("entry %q has no '=' (envoy's service would leave it out of the node's metadata, silently); write key=value", e)
+		}
+		m[k] = val
+	}
+	s.XDS.NodeMetadata = m
+	return nil
 }
 
 func intOrZero(f func(*Settings) *int) func(*Settings, string) error {

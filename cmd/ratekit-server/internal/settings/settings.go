@@ -98,6 +98,9 @@ type Settings struct {
 	GlobalShadow    bool
 	GlobalQuota     bool
 	DynamicMetadata bool
+	// RuleMetadata names the deciding rule in every answer's dynamic
+	// metadata (RATEKIT_RULE_METADATA).
+	RuleMetadata bool
 
 	// ratekit's own
 	Failure           core.FailurePolicy
@@ -233,6 +236,7 @@ var Table = []Setting{
 	{"RATEKIT_BREAKER_FAILURES", "5", "consecutive failures that open the circuit breaker", integer(func(s *Settings) *int { return &s.BreakerFailures })},
 	{"RATEKIT_BREAKER_BACKOFF", "100ms", "first wait before probing Redis again", duration(func(s *Settings) *time.Duration { return &s.BreakerBackoff })},
 	{"RATEKIT_BREAKER_MAX_BACKOFF", "1s", "longest wait between probes", duration(func(s *Settings) *time.Duration { return &s.BreakerMaxBackoff })},
+	{"RATEKIT_RULE_METADATA", "false", "name the rule that decided each answer in its dynamic metadata (ratekit.rule), for Envoy's access log", boolean(func(s *Settings) *bool { return &s.RuleMetadata })},
 	{"RATEKIT_TRUSTED_PROXIES", "", "addresses and CIDRs of proxies in front of the gateways, comma-separated: /check's ip_from= walks a forwarded list from the right past them", prefixes(func(s *Settings) *[]netip.Prefix { return &s.TrustedProxies })},
 	// what callers may ask
 	{"RATEKIT_CALLER_LIMITS", "accept", "a descriptor's own limit: accept (as envoy), ignore (count it by the files' rule) or refuse the request", callerLimits},

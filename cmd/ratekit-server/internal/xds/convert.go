@@ -23,8 +23,9 @@ import (
 //	    limits:                    # the descriptor's limits, as in a file
 //	      - {unit: hour, requests_per_unit: 1000, algorithm: sliding-counter}
 //
-// A descriptor with a period leaves its rate_limit's unit unset. The rest
-// of the metadata is left out of the configuration.
+// A descriptor with a period leaves its rate_limit's unit unset. The
+// whole metadata, this key included, is the descriptor's metadata as in
+// a file, returned in answers as envoy's service returns it.
 const MetadataKey = "ratekit"
 
 // rateLimitKeys are ratekit's keys that go in a rate_limit block.
@@ -88,6 +89,9 @@ func descriptors(pb []*rlsconf.RateLimitDescriptor, path string) ([]any, error) 
 		}
 		if err := lift(m, d.GetMetadata(), at); err != nil {
 			return nil, err
+		}
+		if md := d.GetMetadata(); len(md.GetFields()) > 0 {
+			m["metadata"] = plain(structpb.NewStructValue(md))
 		}
 		nested, err := descriptors(d.GetDescriptors(), at+".descriptors")
 		if err != nil {

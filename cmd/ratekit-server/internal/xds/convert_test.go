@@ -6,6 +6,7 @@ import (
 
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/config"
@@ -140,5 +141,37 @@ func TestHitsAlwaysLandInMetadata(t *testing.T) {
 func TestBrokenSnapshotIsRefused(t *testing.T) {
 	if _, err := load(t, xdstest.Broken()); err == nil || !strings.Contains(err.Error(), "xds:default/eg/broken") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// TestMetadataFromXDS: a descriptor's metadata from xDS reaches its rule
+// whole, ratekit's key included, as envoy's service keeps it, every value
+// as the Struct held it: strings that YAML 1.1 would read as something
+// else stay strings, numbers stay numbers.
+func TestMetadataFromXDS(t *testing.T) {
+	in := map[string]any{
+		"name": "service_1", "yes": "yes", "hex": "0x10", "under": "1_000", "tilde": "~", "empty": "",
+		"date": "2001-12-14", "n": 16, "half": 0.5, "on": true, "none": nil,
+		"list":          []any{"y", 1, map[string]any{"k": "off"}},
+		xds.MetadataKey: map[string]any{"algorithm": "gcra"},
+	}
+	md, err := structpb.NewStruct(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &rlsconf.RateLimitConfig{Name: "c", Domain: "d", Descriptors: []*rlsconf.RateLimitDescriptor{{
+		Key: "user", Metadata: md,
+		RateLimit: &rlsconf.RateLimitPolicy{RequestsPerUnit: 10, Unit: rlsconf.RateLimitUnit_SECOND},
+	}}}
+	c, err := load(t, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Domain("d").Match([]*rlv3.RateLimitDescriptor_Entry{{Key: "user", Value: "1"}}).Rule
+	if !proto.Equal(r.Metadata, md) {
+		t.Fatalf("metadata %v, want %v", r.Metadata, md)
+	}
+	if r.Limits[0].Algorithm != config.GCRA {
+		t.Fatalf("algorithm %v, want gcra lifted from the metadata", r.Limits[0].Algorithm)
 	}
 }
