@@ -148,17 +148,7 @@ func (s *Settings) checkFeatures(lookup func(string) (string, bool)) (notes []st
 	} else {
 		unused("GRPC_SERVER_USE_TLS is false", "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN")
 	}
-	if !s.UsePrometheus {
-		unused("USE_PROMETHEUS is false", "PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")
-	} else if s.PrometheusMapperYAML != "" {
-		unused("PROMETHEUS_MAPPER_YAML is set (its mapping says the scale)", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")
-	}
-	if s.StartWithoutRedis {
-		unused("RATEKIT_START_WITHOUT_REDIS is true", "REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME")
-	}
-	if !s.Tracing.Enabled {
-		unused("TRACING_ENABLED is false", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE")
-	}
+	s.offFeatures(unused)
 	x := s.XDS
 	if s.ConfigType == "grpc_xds_sotw" {
 		if x.ServerURL == "" {
@@ -188,6 +178,22 @@ func (s *Settings) checkFeatures(lookup func(string) (string, bool)) (notes []st
 		unused("CONFIG_TYPE is FILE", names...)
 	}
 	return notes, errs
+}
+
+// offFeatures notes, through unused, the variables of the statistics,
+// the wait for Redis and tracing that their other settings turn off.
+func (s *Settings) offFeatures(unused func(why string, names ...string)) {
+	if !s.UsePrometheus {
+		unused("USE_PROMETHEUS is false", "PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")
+	} else if s.PrometheusMapperYAML != "" {
+		unused("PROMETHEUS_MAPPER_YAML is set (as in envoy)", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")
+	}
+	if s.StartWithoutRedis {
+		unused("RATEKIT_START_WITHOUT_REDIS is true", "REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME")
+	}
+	if !s.Tracing.Enabled {
+		unused("TRACING_ENABLED is false", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE")
+	}
 }
 
 // pairs reads "k1<sep>v1,k2<sep>v2" into a map; an entry without sep is
