@@ -5,6 +5,7 @@ package main_test
 import (
 	"context"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,5 +89,21 @@ func TestRedisNeverUp(t *testing.T) {
 		if !strings.Contains(p.Log(), want) {
 			t.Errorf("no %q in the log", want)
 		}
+	}
+}
+
+// TestStopWhileWaitingForRedis: SIGTERM ends the wait for Redis, however
+// long REDIS_STARTUP_MAX_ELAPSED_TIME (here 0, for ever) would have it.
+func TestStopWhileWaitingForRedis(t *testing.T) {
+	p, _ := launchWithoutRedis(t, map[string]string{"REDIS_STARTUP_INITIAL_INTERVAL": "100ms", "REDIS_STARTUP_MAX_INTERVAL": "200ms"})
+	eventually(t, time.Minute, "an attempt at Redis logged", func() bool {
+		return strings.Contains(p.Log(), "Redis does not answer at start")
+	})
+	if err := syscall.Kill(p.Pid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code, exited := p.ExitCode(time.Minute)
+	if !exited || code != 1 || !strings.Contains(p.Log(), "context canceled") {
+		t.Fatalf("after SIGTERM: exited %v with %d", exited, code)
 	}
 }
