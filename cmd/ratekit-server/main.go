@@ -93,13 +93,13 @@ func run() int {
 	for _, n := range notes {
 		log.Warn("setting accepted, changes nothing", "setting", n)
 	}
-	srv, err := server.New(set, log)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	srv, err := server.NewContext(ctx, set, log)
 	if err != nil {
 		log.Error("cannot start", "error", err.Error())
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve() }()
 	select {

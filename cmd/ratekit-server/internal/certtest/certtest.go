@@ -14,9 +14,15 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
-	"testing"
 	"time"
 )
+
+// TB is what the functions need of a test: testing.TB, or a command's
+// own that ends it.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
 
 // CA is a certificate authority.
 type CA struct {
@@ -30,7 +36,7 @@ var serial atomic.Int64
 func next() *big.Int { return big.NewInt(serial.Add(1)) }
 
 // NewCA returns a new CA named name.
-func NewCA(t testing.TB, name string) *CA {
+func NewCA(t TB, name string) *CA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -52,7 +58,7 @@ func NewCA(t testing.TB, name string) *CA {
 // Issue returns the PEM certificate and key of a certificate for names
 // (DNS names, or IP addresses), good for servers and clients alike, as
 // the one Envoy Gateway gives its rate limit service.
-func (ca *CA) Issue(t testing.TB, cn string, names ...string) (certPEM, keyPEM []byte) {
+func (ca *CA) Issue(t TB, cn string, names ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -83,7 +89,7 @@ func (ca *CA) Issue(t testing.TB, cn string, names ...string) (certPEM, keyPEM [
 }
 
 // Write writes data to dir/name and returns its path.
-func Write(t testing.TB, dir, name string, data []byte) string {
+func Write(t TB, dir, name string, data []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p+".tmp", data, 0o600); err != nil {
@@ -98,7 +104,7 @@ func Write(t testing.TB, dir, name string, data []byte) string {
 // Files writes ca's certificate and a certificate it issues for names to
 // dir as ca.crt, tls.crt and tls.key, as a Kubernetes TLS Secret holds
 // them, and returns their paths.
-func Files(t testing.TB, dir string, ca *CA, names ...string) (caFile, certFile, keyFile string) {
+func Files(t TB, dir string, ca *CA, names ...string) (caFile, certFile, keyFile string) {
 	t.Helper()
 	c, k := ca.Issue(t, "ratelimit", names...)
 	return Write(t, dir, "ca.crt", ca.CertPEM), Write(t, dir, "tls.crt", c), Write(t, dir, "tls.key", k)

@@ -84,6 +84,21 @@ func Start(name, bin string, env map[string]string) (*Proc, error) {
 }
 
 func start(name, bin string, env map[string]string) (*Proc, error) {
+	p, err := Launch(name, bin, env)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.AwaitHealthy(15 * time.Second); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Launch starts bin as Start does, without waiting for it: AwaitHealthy
+// waits until it serves, and Exited, ExitCode and Log tell what became of
+// it.
+func Launch(name, bin string, env map[string]string) (*Proc, error) {
 	p := &Proc{Name: name, out: &syncBuffer{}, done: make(chan struct{})}
 	for _, a := range []*string{&p.HTTP, &p.GRPC, &p.Debug, &p.Prom} {
 		addr, err := FreePort()
@@ -116,17 +131,21 @@ func start(name, bin string, env map[string]string) (*Proc, error) {
 		_ = p.cmd.Wait()
 		close(p.done)
 	}()
-	if err := p.awaitHealthy(15 * time.Second); err != nil {
-		p.Stop()
-		return nil, fmt.Errorf("%s: %w\n%s", name, err, p.out.String())
+	return p, nil
+}
+
+// AwaitHealthy waits until /healthcheck answers 200 and the gRPC port
+// accepts connections, within the time given, and dials the client.
+func (p *Proc) AwaitHealthy(within time.Duration) error {
+	if err := p.awaitHealthy(within); err != nil {
+		return fmt.Errorf("%s: %w\n%s", p.Name, err, p.out.String())
 	}
 	conn, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		p.Stop()
-		return nil, err
+		return err
 	}
 	p.conn, p.Client = conn, rlspb.NewRateLimitServiceClient(conn)
-	return p, nil
+	return nil
 }
 
 func (p *Proc) awaitHealthy(within time.Duration) error {
@@ -166,6 +185,17 @@ func (p *Proc) Exited() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// ExitCode waits up to within for the process to end, and returns its
+// exit code; false when it has not ended by then.
+func (p *Proc) ExitCode(within time.Duration) (int, bool) {
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode(), true
+	case <-time.After(within):
+		return 0, false
 	}
 }
 

@@ -71,11 +71,24 @@ type Server struct {
 	errs       chan error
 }
 
-// New builds a server from its settings: it opens the listeners and
-// loads the configuration, and returns an error when a port is taken or,
-// unless FORCE_START_WITHOUT_INITIAL_CONFIG, when the files do not load.
-func New(set settings.Settings, log *slog.Logger) (_ *Server, err error) {
-	s := &Server{set: set, log: log, stats: stats.New(), loaded: make(chan struct{}), errs: make(chan error, 8)}
+// New is NewContext with a context that never ends.
+func New(set settings.Settings, log *slog.Logger) (*Server, error) {
+	return NewContext(context.Background(), set, log)
+}
+
+// NewContext builds a server from its settings: it waits for Redis as
+// REDIS_STARTUP_* say (unless RATEKIT_START_WITHOUT_REDIS), then opens the
+// listeners and loads the configuration. It returns an error when Redis
+// is not up in time, when ctx ends while it waits, when a port is taken
+// or, unless FORCE_START_WITHOUT_INITIAL_CONFIG, when the files do not
+// load.
+func NewContext(ctx context.Context, set settings.Settings, log *slog.Logger) (_ *Server, err error) {
+	s := &Server{set: set, log: log, loaded: make(chan struct{}), errs: make(chan error, 8)}
+	var statsOpts []stats.Option
+	if set.UsePrometheus && set.PrometheusResponseTimeMS && set.PrometheusMapperYAML == "" {
+		statsOpts = append(statsOpts, stats.ResponseTimeInMilliseconds())
+	}
+	s.stats = stats.New(statsOpts...)
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -84,6 +97,12 @@ func New(set settings.Settings, log *slog.Logger) (_ *Server, err error) {
 	s.health = newHealth(set.HealthyWithConfig)
 	if s.stores, err = redisconn.Open(set); err != nil {
 		return nil, err
+	}
+	s.stores.OnReadOnly(s.stats.RedisReadOnly.Inc)
+	if !set.StartWithoutRedis {
+		if err := s.stores.AwaitUp(ctx, set, log); err != nil {
+			return nil, err
+		}
 	}
 	reg := prometheus.NewRegistry()
 	if err := s.limiters(reg); err != nil {

@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -112,4 +114,36 @@ func TestRefusesBrokenFirstConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
+}
+
+// TestWaitsForRedis: without Redis, New waits (here until its context
+// ends), unless RATEKIT_START_WITHOUT_REDIS, with which it serves at once,
+// deciding by the failure policy.
+func TestWaitsForRedis(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := NewContext(ctx, testSettings(t, "REDIS_URL", down), discard); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), down) {
+		t.Fatalf("New without Redis, its context ended: %v", err)
+	}
+	s, err := NewContext(ctx, testSettings(t, "REDIS_URL", down, "RATEKIT_START_WITHOUT_REDIS", "true"), discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve() }()
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		s.Shutdown(sctx)
+		<-done
+	}()
+	if c, body := get(t, s.Addrs()[0], "/healthcheck"); c != 200 {
+		t.Fatalf("/healthcheck: %d %s", c, body)
+	}
 }

@@ -40,6 +40,18 @@ type XDS struct {
 	MaxMsgSize int
 }
 
+// Startup is how the server waits for Redis at start: envoy's
+// REDIS_STARTUP_* settings.
+type Startup struct {
+	// Initial is the first wait between two attempts; the waits double,
+	// each drawn between Initial and its bound, up to Max.
+	Initial time.Duration
+	Max     time.Duration
+	// MaxElapsed is how long the server waits before it gives up; 0
+	// waits for ever.
+	MaxElapsed time.Duration
+}
+
 // Tracing are envoy's TRACING_* settings; the exporter reads the
 // OTEL_EXPORTER_OTLP_* variables itself.
 type Tracing struct {
@@ -74,17 +86,17 @@ var envoyTable = []Setting{
 	{"XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "", "largest xDS response accepted; empty or 0: gRPC's 4 MiB", intOrZero(func(s *Settings) *int { return &s.XDS.MaxMsgSize })},
 
 	{"USE_DOG_STATSD_MOGRIFIERS", "", "accepted, changes nothing: DogStatsD is refused", noEffect()},
-	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false", "refused when true: ratelimit_service_response_time_seconds is in seconds", refusedTrue("response time in milliseconds")},
+	{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "false", "true: ratelimit_service_response_time_seconds observes milliseconds, as envoy's legacy mapping does (its name and buckets stay); changes nothing with PROMETHEUS_MAPPER_YAML, as in envoy", boolean(func(s *Settings) *bool { return &s.PrometheusResponseTimeMS })},
 	{"TRACING_SERVICE_NAME", "RateLimit", "service.name of the spans", str(func(s *Settings) *string { return &s.Tracing.ServiceName })},
 	{"TRACING_SERVICE_NAMESPACE", "", "service.namespace of the spans", str(func(s *Settings) *string { return &s.Tracing.ServiceNamespace })},
 	{"TRACING_SERVICE_INSTANCE_ID", "", "service.instance.id of the spans; empty: a random UUID", str(func(s *Settings) *string { return &s.Tracing.ServiceInstanceID })},
 	{"TRACING_EXPORTER_PROTOCOL", "http", "OTLP over http or grpc", oneOf(func(s *Settings) *string { return &s.Tracing.Protocol }, "http", "grpc")},
 	{"TRACING_SAMPLING_RATE", "1", "share of traces sampled, unless the caller's parent decided", ratio64(func(s *Settings) *float64 { return &s.Tracing.SamplingRate })},
-	{"REDIS_STARTUP_INITIAL_INTERVAL", "1s", "accepted, changes nothing: the server starts without Redis, answers by RATEKIT_FAILURE_POLICY and uses Redis once it is up", durationNoEffect()},
-	{"REDIS_STARTUP_MAX_INTERVAL", "30s", "accepted, changes nothing: as REDIS_STARTUP_INITIAL_INTERVAL", durationNoEffect()},
-	{"REDIS_STARTUP_MAX_ELAPSED_TIME", "0", "accepted, changes nothing: as REDIS_STARTUP_INITIAL_INTERVAL", durationNoEffect()},
-	{"REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR", "false", "accepted, changes nothing: a connection that answers READONLY (a demoted master) is always closed, so the next one reaches the new master", boolNoEffect()},
-	{"REDIS_CLUSTER_PIPELINE_PARALLELISM", "1", "accepted, changes nothing: each decision is one script on one Cluster node, and calls to the nodes run concurrently", intNoEffect()},
+	{"REDIS_STARTUP_INITIAL_INTERVAL", "1s", "first wait before asking Redis again when it does not answer at start (nothing is served until it does); the waits double, with jitter, up to REDIS_STARTUP_MAX_INTERVAL", duration(func(s *Settings) *time.Duration { return &s.RedisStartup.Initial })},
+	{"REDIS_STARTUP_MAX_INTERVAL", "30s", "longest wait between two attempts at start", duration(func(s *Settings) *time.Duration { return &s.RedisStartup.Max })},
+	{"REDIS_STARTUP_MAX_ELAPSED_TIME", "0", "give up, and exit 1 naming it, when Redis has not answered after this long at start; 0 waits for ever (as envoy)", duration(func(s *Settings) *time.Duration { return &s.RedisStartup.MaxElapsed })},
+	{"REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR", "false", "accepted, changes nothing: a connection answered READONLY (a master demoted behind a Service or DNS name) is closed whatever it says, so the next one dials the new master; false cannot keep it (go-redis always closes it), and READONLY replies are counted (ratelimit.redis_pool.readonly_error)", boolNoEffect()},
+	{"REDIS_CLUSTER_PIPELINE_PARALLELISM", "1", "accepted, changes nothing: a request's descriptors of different keys are decided at once whatever it says (envoy's 0, bounded by the request's descriptors rather than REDIS_POOL_SIZE), each decision one script on its key's Cluster node", intNoEffect()},
 	{"REDIS_PERSECOND_SOCKET_TYPE", "unix", "accepted, changes nothing: REDIS_PERSECOND is refused", noEffect()},
 	{"REDIS_PERSECOND_TYPE", "SINGLE", "as REDIS_PERSECOND_SOCKET_TYPE", noEffect()},
 	{"REDIS_PERSECOND_URL", "/var/run/nutcracker/ratelimitpersecond.sock", "as REDIS_PERSECOND_SOCKET_TYPE", noEffect()},
@@ -136,12 +148,7 @@ func (s *Settings) checkFeatures(lookup func(string) (string, bool)) (notes []st
 	} else {
 		unused("GRPC_SERVER_USE_TLS is false", "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN")
 	}
-	if !s.UsePrometheus {
-		unused("USE_PROMETHEUS is false", "PROMETHEUS_MAPPER_YAML")
-	}
-	if !s.Tracing.Enabled {
-		unused("TRACING_ENABLED is false", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE")
-	}
+	s.offFeatures(unused)
 	x := s.XDS
 	if s.ConfigType == "grpc_xds_sotw" {
 		if x.ServerURL == "" {
@@ -171,6 +178,22 @@ func (s *Settings) checkFeatures(lookup func(string) (string, bool)) (notes []st
 		unused("CONFIG_TYPE is FILE", names...)
 	}
 	return notes, errs
+}
+
+// offFeatures notes, through unused, the variables of the statistics,
+// the wait for Redis and tracing that their other settings turn off.
+func (s *Settings) offFeatures(unused func(why string, names ...string)) {
+	if !s.UsePrometheus {
+		unused("USE_PROMETHEUS is false", "PROMETHEUS_MAPPER_YAML", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")
+	} else if s.PrometheusMapperYAML != "" {
+		unused("PROMETHEUS_MAPPER_YAML is set (as in envoy)", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")
+	}
+	if s.StartWithoutRedis {
+		unused("RATEKIT_START_WITHOUT_REDIS is true", "REDIS_STARTUP_INITIAL_INTERVAL", "REDIS_STARTUP_MAX_INTERVAL", "REDIS_STARTUP_MAX_ELAPSED_TIME")
+	}
+	if !s.Tracing.Enabled {
+		unused("TRACING_ENABLED is false", "TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE")
+	}
 }
 
 // pairs reads "k1<sep>v1,k2<sep>v2" into a map; an entry without sep is
@@ -236,17 +259,8 @@ func ratio64(f func(*Settings) *float64) func(*Settings, string) error {
 	}
 }
 
-// durationNoEffect, boolNoEffect and intNoEffect accept a well-formed
-// value that changes nothing, and refuse a malformed one, as envoy would.
-func durationNoEffect() func(*Settings, string) error {
-	return func(_ *Settings, v string) error {
-		if _, err := time.ParseDuration(strings.TrimSpace(v)); err != nil {
-			return errors.New("not a Go duration (such as 50ms or 10s)")
-		}
-		return errNoEffect
-	}
-}
-
+// boolNoEffect and intNoEffect accept a well-formed value that changes
+// nothing, and refuse a malformed one, as envoy would.
 func boolNoEffect() func(*Settings, string) error {
 	return func(_ *Settings, v string) error {
 		if _, err := strconv.ParseBool(strings.TrimSpace(v)); err != nil {

@@ -70,6 +70,9 @@ type Settings struct {
 	PrometheusPath     string
 	// PrometheusMapperYAML is a statsd_exporter mapping file.
 	PrometheusMapperYAML string
+	// PrometheusResponseTimeMS observes the response time in
+	// milliseconds under envoy's default mapping.
+	PrometheusResponseTimeMS bool
 
 	LocalCacheBytes int
 	NearLimitRatio  float32
@@ -94,6 +97,7 @@ type Settings struct {
 	RedisTLSSkipVerify bool
 	RedisTimeout       time.Duration
 	RedisHealthCheck   bool
+	RedisStartup       Startup
 
 	GlobalShadow    bool
 	GlobalQuota     bool
@@ -103,7 +107,10 @@ type Settings struct {
 	RuleMetadata bool
 
 	// ratekit's own
-	Failure           core.FailurePolicy
+	Failure core.FailurePolicy
+	// StartWithoutRedis serves at once when Redis does not answer at
+	// start, instead of waiting as RedisStartup says.
+	StartWithoutRedis bool
 	Timeout           time.Duration
 	Replicas          int
 	Algorithm         config.Algorithm
@@ -228,6 +235,7 @@ var Table = []Setting{
 	{"TRACING_ENABLED", "false", "a span per ShouldRateLimit, exported over OTLP (OTEL_EXPORTER_OTLP_* say where)", boolean(func(s *Settings) *bool { return &s.Tracing.Enabled })},
 
 	{"RATEKIT_FAILURE_POLICY", "local", "when Redis fails: local (limit per replica), open (allow) or closed (deny)", failure},
+	{"RATEKIT_START_WITHOUT_REDIS", "false", "serve at once when Redis does not answer at start, deciding by RATEKIT_FAILURE_POLICY until it does, instead of waiting as REDIS_STARTUP_* say", boolean(func(s *Settings) *bool { return &s.StartWithoutRedis })},
 	{"RATEKIT_TIMEOUT", "50ms", "deadline of each decision's Redis call", duration(func(s *Settings) *time.Duration { return &s.Timeout })},
 	{"RATEKIT_REPLICAS", "1", "replicas sharing the limits: each holds 1/N of a limit while Redis is away", integer(func(s *Settings) *int { return &s.Replicas })},
 	{"RATEKIT_ALGORITHM", "compatible", "how limits that name none are counted: compatible (as envoy), gcra, fixed, sliding-log, sliding-counter", algorithm},
@@ -330,6 +338,7 @@ func (s *Settings) check(lookup func(string) (string, bool)) []error {
 		add("RATEKIT_ADMIN_TOKEN is shorter than 16 bytes")
 	}
 	s.checkBounds(add)
+	s.checkStartup(add)
 	return errs
 }
 
@@ -357,6 +366,14 @@ func (s *Settings) checkBounds(add func(format string, args ...any)) {
 	}
 	if s.MaxRequestBytes < 4<<10 || s.MaxRequestBytes > 64<<20 {
 		add("RATEKIT_MAX_REQUEST_BYTES=%d: 4096 to 67108864", s.MaxRequestBytes)
+	}
+}
+
+// checkStartup checks REDIS_STARTUP_*.
+func (s *Settings) checkStartup(add func(format string, args ...any)) {
+	st := s.RedisStartup
+	if st.Initial <= 0 || st.Max < st.Initial || st.MaxElapsed < 0 {
+		add("REDIS_STARTUP_INITIAL_INTERVAL must be above 0, REDIS_STARTUP_MAX_INTERVAL at least it, REDIS_STARTUP_MAX_ELAPSED_TIME 0 or more")
 	}
 }
 

@@ -56,7 +56,10 @@ func TestRefused(t *testing.T) {
 		{[]string{"GRPC_SERVER_USE_TLS", "true", "GRPC_SERVER_TLS_CERT", "c", "GRPC_SERVER_TLS_KEY", "k", "GRPC_CLIENT_TLS_SAN", "x"}, "GRPC_CLIENT_TLS_SAN needs GRPC_CLIENT_TLS_CACERT"},
 		{[]string{"REDIS_STARTUP_MAX_INTERVAL", "soon"}, "REDIS_STARTUP_MAX_INTERVAL"},
 		{[]string{"REDIS_CLUSTER_PIPELINE_PARALLELISM", "-1"}, "REDIS_CLUSTER_PIPELINE_PARALLELISM"},
-		{[]string{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true"}, "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS"},
+		{[]string{"PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "yes please"}, "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS"},
+		{[]string{"REDIS_STARTUP_INITIAL_INTERVAL", "0s"}, "REDIS_STARTUP_INITIAL_INTERVAL must be above 0"},
+		{[]string{"REDIS_STARTUP_INITIAL_INTERVAL", "1m"}, "REDIS_STARTUP_MAX_INTERVAL at least it"},
+		{[]string{"REDIS_STARTUP_MAX_ELAPSED_TIME", "-1s"}, "REDIS_STARTUP_MAX_ELAPSED_TIME 0 or more"},
 		{[]string{"REDIS_PERSECOND", "true"}, "ratekit-server has no second Redis for per-second limits"},
 		{[]string{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "CREATE"}, "REDIS_POOL_ON_EMPTY_BEHAVIOR"},
 		{[]string{"TRACING_ENABLED", "true", "TRACING_EXPORTER_PROTOCOL", "zipkin"}, "TRACING_EXPORTER_PROTOCOL"},
@@ -92,6 +95,42 @@ func TestNoEffectIsSaid(t *testing.T) {
 	_, notes, err := settings.Load(env("RUNTIME_SUBDIRECTORY", "x", "REDIS_PIPELINE_WINDOW", "150us", "EXPIRATION_JITTER_MAX_SECONDS", "300"))
 	if err != nil || len(notes) != 1 || !strings.Contains(notes[0], "REDIS_PIPELINE_WINDOW=150us") {
 		t.Fatalf("notes %q, error %v", notes, err)
+	}
+}
+
+// TestRedisStartup: envoy's defaults, values as set, and REDIS_STARTUP_*
+// said to change nothing when the server does not wait for Redis.
+func TestRedisStartup(t *testing.T) {
+	s, _, err := settings.Load(env("RUNTIME_SUBDIRECTORY", "x"))
+	if err != nil || s.RedisStartup != (settings.Startup{Initial: time.Second, Max: 30 * time.Second}) || s.StartWithoutRedis {
+		t.Fatalf("defaults: %+v %v %v", s.RedisStartup, s.StartWithoutRedis, err)
+	}
+	s, notes, err := settings.Load(env("RUNTIME_SUBDIRECTORY", "x", "REDIS_STARTUP_INITIAL_INTERVAL", "200ms", "REDIS_STARTUP_MAX_INTERVAL", "2s", "REDIS_STARTUP_MAX_ELAPSED_TIME", "1m"))
+	if err != nil || len(notes) != 0 || s.RedisStartup != (settings.Startup{Initial: 200 * time.Millisecond, Max: 2 * time.Second, MaxElapsed: time.Minute}) {
+		t.Fatalf("set: %+v %q %v", s.RedisStartup, notes, err)
+	}
+	_, notes, err = settings.Load(env("RUNTIME_SUBDIRECTORY", "x", "RATEKIT_START_WITHOUT_REDIS", "true", "REDIS_STARTUP_MAX_ELAPSED_TIME", "1m"))
+	if err != nil || len(notes) != 1 || !strings.Contains(notes[0], "REDIS_STARTUP_MAX_ELAPSED_TIME=1m: changes nothing while RATEKIT_START_WITHOUT_REDIS is true") {
+		t.Fatalf("notes %q, error %v", notes, err)
+	}
+}
+
+// TestResponseTimeAsMilliseconds: read with Prometheus, said to change
+// nothing without it or with a mapping file, as envoy ignores it there.
+func TestResponseTimeAsMilliseconds(t *testing.T) {
+	base := []string{"RUNTIME_SUBDIRECTORY", "x", "USE_STATSD", "false", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true"}
+	s, notes, err := settings.Load(env(append(base, "USE_PROMETHEUS", "true")...))
+	if err != nil || len(notes) != 0 || !s.PrometheusResponseTimeMS {
+		t.Fatalf("with Prometheus: %v %q %v", s.PrometheusResponseTimeMS, notes, err)
+	}
+	for _, tc := range []struct{ more []string }{
+		{nil},
+		{[]string{"USE_PROMETHEUS", "true", "PROMETHEUS_MAPPER_YAML", "/m.yaml"}},
+	} {
+		_, notes, err := settings.Load(env(append(base, tc.more...)...))
+		if err != nil || len(notes) != 1 || !strings.Contains(notes[0], "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS=true: changes nothing") {
+			t.Errorf("%v: notes %q, error %v", tc.more, notes, err)
+		}
 	}
 }
 

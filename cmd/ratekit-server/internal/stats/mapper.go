@@ -77,6 +77,7 @@ func (c mapped) Collect(ch chan<- prometheus.Metric) {
 	add("ratelimit.service.call.should_rate_limit.service_error", s.ServiceError.Value())
 	add("ratelimit.service.call.should_rate_limit.redis_error", s.RedisError.Value())
 	add("ratelimit_server.ShouldRateLimit.total_requests", s.TotalRequests.Value())
+	add("ratelimit.redis_pool.readonly_error", s.RedisReadOnly.Value())
 	for name, fam := range families {
 		names := make([]string, 0, len(labelNames[name]))
 		for k := range labelNames[name] {

@@ -20,6 +20,9 @@ var (
 	timeDesc     = prometheus.NewDesc("ratelimit_service_response_time_seconds", help, []string{"grpc_method"}, nil)
 	loadOKDesc   = prometheus.NewDesc("ratelimit_service_config_load_success", help, nil, nil)
 	loadErrDesc  = prometheus.NewDesc("ratelimit_service_config_load_error", help, nil, nil)
+	// envoy's default mapping has none for it: statsd_exporter exports it
+	// under its escaped statsd name
+	readOnlyDesc = prometheus.NewDesc("ratelimit_redis_pool_readonly_error", help, nil, nil)
 )
 
 func init() {
@@ -37,9 +40,11 @@ func init() {
 // drops them, and keys that then coincide add up);
 // ratelimit_service_should_rate_limit_error{err_type},
 // ratelimit_service_total_requests{grpc_method},
-// ratelimit_service_response_time_seconds{grpc_method} and
-// ratelimit_service_config_load_{success,error}. As through envoy's
-// exporter, a series appears once its counter is above 0.
+// ratelimit_service_response_time_seconds{grpc_method},
+// ratelimit_service_config_load_{success,error} and
+// ratelimit_redis_pool_readonly_error (which envoy's mapping leaves
+// unmapped, so statsd_exporter names it so). As through envoy's exporter,
+// a series appears once its counter is above 0.
 func (s *Stats) Collector() prometheus.Collector { return collector{s} }
 
 type collector struct{ s *Stats }
@@ -53,6 +58,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- timeDesc
 	ch <- loadOKDesc
 	ch <- loadErrDesc
+	ch <- readOnlyDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -84,6 +90,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(requestsDesc, &s.TotalRequests, "ShouldRateLimit")
 	counter(loadOKDesc, &s.ConfigLoadSuccess)
 	counter(loadErrDesc, &s.ConfigLoadError)
+	counter(readOnlyDesc, &s.RedisReadOnly)
 	h := &s.responseTime
 	var total uint64
 	buckets := make(map[float64]uint64, len(h.bounds))

@@ -135,15 +135,34 @@ type Stats struct {
 	ServiceError      Counter // should_rate_limit.service_error
 	RedisError        Counter // should_rate_limit.redis_error
 	TotalRequests     Counter // ShouldRateLimit calls over gRPC
-	responseTime      histogram
+	// RedisReadOnly counts the READONLY replies of Redis (a master
+	// demoted under the server): redis_pool.readonly_error.
+	RedisReadOnly Counter
+	responseTime  histogram
+	// responseUnit is what ObserveResponse records: a second, or a
+	// millisecond
+	responseUnit time.Duration
+}
+
+// Option tunes Stats.
+type Option func(*Stats)
+
+// ResponseTimeInMilliseconds makes the response time histogram observe
+// milliseconds, as envoy's PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS does:
+// its name (ratelimit_service_response_time_seconds) and buckets stay.
+func ResponseTimeInMilliseconds() Option {
+	return func(s *Stats) { s.responseUnit = time.Millisecond }
 }
 
 // New returns empty statistics.
-func New() *Stats { return NewWithClock(time.Now) }
+func New(opts ...Option) *Stats { return NewWithClock(time.Now, opts...) }
 
 // NewWithClock returns empty statistics whose keys age by now.
-func NewWithClock(now func() time.Time) *Stats {
-	s := &Stats{now: now}
+func NewWithClock(now func() time.Time, opts ...Option) *Stats {
+	s := &Stats{now: now, responseUnit: time.Second}
+	for _, o := range opts {
+		o(s)
+	}
 	s.responseTime.init(defBuckets)
 	return s
 }
@@ -253,7 +272,9 @@ func Bound(key string) string {
 }
 
 // ObserveResponse records the time one ShouldRateLimit call took.
-func (s *Stats) ObserveResponse(d time.Duration) { s.responseTime.observe(d.Seconds()) }
+func (s *Stats) ObserveResponse(d time.Duration) {
+	s.responseTime.observe(float64(d) / float64(s.responseUnit))
+}
 
 // each calls f with every rule's counters, in no order.
 func (s *Stats) each(f func(*Rule)) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/stats"
 )
@@ -171,4 +172,64 @@ func itoa(i int) string {
 		b = append([]byte{digits[i%10]}, b...)
 	}
 	return string(b)
+}
+
+// TestResponseTimeUnit: the response time histogram keeps its name and
+// buckets, and observes seconds, or milliseconds as envoy's
+// PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS does.
+func TestResponseTimeUnit(t *testing.T) {
+	for _, tc := range []struct {
+		opts []stats.Option
+		want string
+	}{
+		{nil, `
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="1"} 0
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="2.5"} 1
+ratelimit_service_response_time_seconds_sum{grpc_method="ShouldRateLimit"} 1.5
+`},
+		{[]stats.Option{stats.ResponseTimeInMilliseconds()}, `
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="10"} 0
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="+Inf"} 1
+ratelimit_service_response_time_seconds_sum{grpc_method="ShouldRateLimit"} 1500
+`},
+	} {
+		s := stats.New(tc.opts...)
+		s.ObserveResponse(1500 * time.Millisecond)
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(s.Collector())
+		text := exposition(t, reg)
+		for _, line := range strings.Split(strings.TrimSpace(tc.want), "\n") {
+			if !strings.Contains(text, line+"\n") {
+				t.Errorf("%d options: no %q in\n%s", len(tc.opts), line, text)
+			}
+		}
+	}
+}
+
+// TestReadOnlyCounted: READONLY replies are exported under the name
+// statsd_exporter gives their unmapped statsd name.
+func TestReadOnlyCounted(t *testing.T) {
+	s := stats.New()
+	s.RedisReadOnly.Add(3)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(s.Collector())
+	if text := exposition(t, reg); !strings.Contains(text, "\nratelimit_redis_pool_readonly_error 3\n") {
+		t.Fatalf("no READONLY counter in\n%s", text)
+	}
+}
+
+// exposition is reg's scrape, in the text format.
+func exposition(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	var b strings.Builder
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
 }

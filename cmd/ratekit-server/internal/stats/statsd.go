@@ -21,7 +21,7 @@ type Flusher struct {
 	addr     string
 	interval time.Duration
 	log      *slog.Logger
-	last     [6]uint64 // the service's counters as last sent
+	last     [7]uint64 // the service's counters as last sent
 	conn     net.Conn
 	stop     context.CancelFunc
 	done     sync.WaitGroup
@@ -85,6 +85,7 @@ func (f *Flusher) lines() []string {
 	add(&f.last[3], &f.s.ServiceError, "ratelimit.service.call.should_rate_limit.service_error")
 	add(&f.last[4], &f.s.RedisError, "ratelimit.service.call.should_rate_limit.redis_error")
 	add(&f.last[5], &f.s.TotalRequests, "ratelimit_server.ShouldRateLimit.total_requests")
+	add(&f.last[6], &f.s.RedisReadOnly, "ratelimit.redis_pool.readonly_error")
 	return out
 }
 

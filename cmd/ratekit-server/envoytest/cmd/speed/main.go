@@ -6,14 +6,19 @@
 // concurrent calls. It reports decisions per second and their ratio, the
 // client's p99, the server's allocations and CPU per decision, and
 // Redis's commands and CPU per decision (INFO commandstats and cpu), each
-// server on a redis-server of its own. Run by hand, on a quiet machine:
+// server on a redis-server of its own. With -tls on, both servers serve
+// gRPC over TLS (GRPC_SERVER_USE_TLS, a certificate made here); with
+// -tls both, the table without TLS and then the one with it, from one
+// run. Run by hand, on a quiet machine:
 //
-//	cd cmd/ratekit-server/envoytest && go run ./cmd/speed -out ../../../docs/benchmarks-server.md
+//	cd cmd/ratekit-server/envoytest && go run ./cmd/speed -tls both -out ../../../docs/benchmarks-server.md
 package main
 
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"log"
@@ -32,9 +37,11 @@ import (
 	rlv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ratekit/ratekit/cmd/ratekit-server/envoytest"
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/certtest"
 	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/proctest"
 )
 
@@ -46,16 +53,28 @@ descriptors:
 
 const distinct = 100_000
 
+// options are the command's flags.
+type options struct {
+	rounds, conns int
+	dur           time.Duration
+	levels, out   string
+	only          string
+}
+
 func main() {
-	var (
-		rounds = flag.Int("rounds", 3, "alternating rounds per cell")
-		dur    = flag.Duration("d", 3*time.Second, "length of one server's turn in a round")
-		levels = flag.String("c", "1,16,64,256", "concurrent calls")
-		conns  = flag.Int("conns", 8, "gRPC connections per server")
-		out    = flag.String("out", "", "markdown file whose marked section gets the table (stdout when empty)")
-		only   = flag.String("only", "", "drive only this server (envoy or ratekit), to profile it")
-	)
+	var o options
+	flag.IntVar(&o.rounds, "rounds", 3, "alternating rounds per cell")
+	flag.DurationVar(&o.dur, "d", 3*time.Second, "length of one server's turn in a round")
+	flag.StringVar(&o.levels, "c", "1,16,64,256", "concurrent calls")
+	flag.IntVar(&o.conns, "conns", 8, "gRPC connections per server")
+	flag.StringVar(&o.out, "out", "", "markdown file whose marked sections get the tables (stdout when empty)")
+	flag.StringVar(&o.only, "only", "", "drive only this server (envoy or ratekit), to profile it")
+	mode := flag.String("tls", "off", "gRPC over TLS: off, on, or both (off, then on)")
 	flag.Parse()
+	modes, ok := map[string][]bool{"off": {false}, "on": {true}, "both": {false, true}}[*mode]
+	if !ok {
+		log.Fatalf("-tls=%s: off, on or both", *mode)
+	}
 	dir, err := os.MkdirTemp("", "speed")
 	if err != nil {
 		log.Fatal(err)
@@ -66,25 +85,58 @@ func main() {
 		log.Fatal(err)
 	}
 	proctest.WriteConfigDir(filepath.Join(dir, "rt"), map[string]string{"bench.yaml": config})
-	var undo cleanup
-	defer undo.run()
-	servers := map[string]*side{}
-	for _, name := range []string{"envoy", "ratekit"} {
-		servers[name] = startSide(dir, name, bins, *conns, &undo)
-	}
-	cells := measure(servers, *levels, *rounds, *dur, *only)
-	if *only != "" {
-		return
-	}
-	table := render(cells, *rounds, *dur)
-	if *out == "" {
-		fmt.Print(table)
-		return
-	}
-	if err := writeSection(*out, table); err != nil {
-		log.Fatal(err)
+	for _, on := range modes {
+		if err := runMode(dir, bins, o, on); err != nil {
+			log.Fatal(err)
+		}
 	}
 }
+
+// runMode starts both servers, with gRPC over TLS when tlsOn, measures
+// them and writes the table, then stops them.
+func runMode(dir string, bins envoytest.Binaries, o options, tlsOn bool) error {
+	var undo cleanup
+	defer undo.run()
+	env, creds := map[string]string{}, insecure.NewCredentials()
+	if tlsOn {
+		env, creds = serverTLS(filepath.Join(dir, "tls"))
+	}
+	servers := map[string]*side{}
+	for _, name := range []string{"envoy", "ratekit"} {
+		servers[name] = startSide(dir, name, bins, o.conns, env, creds, &undo)
+	}
+	cells := measure(servers, o.levels, o.rounds, o.dur, o.only)
+	if o.only != "" {
+		return nil
+	}
+	table := render(cells, o.rounds, o.dur, tlsOn)
+	if o.out == "" {
+		fmt.Print(table)
+		return nil
+	}
+	return writeSection(o.out, sectionOf(tlsOn), table)
+}
+
+// serverTLS makes a CA and a certificate for 127.0.0.1 in dir, and
+// returns the settings that serve gRPC with it and the clients'
+// credentials that trust it.
+func serverTLS(dir string) (map[string]string, credentials.TransportCredentials) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		log.Fatal(err)
+	}
+	ca := certtest.NewCA(fatal{}, "speed")
+	_, cert, key := certtest.Files(fatal{}, dir, ca, "127.0.0.1")
+	env := map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": cert, "GRPC_SERVER_TLS_KEY": key}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	return env, credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+}
+
+// fatal is certtest.TB for a command: a failure ends it.
+type fatal struct{}
+
+func (fatal) Helper()           {}
+func (fatal) Fatal(args ...any) { log.Fatal(args...) }
 
 // cleanup is what main undoes on its way out, the last added first.
 type cleanup []func()
@@ -99,7 +151,7 @@ func (c *cleanup) run() {
 
 // startSide starts server name (envoy or ratekit) on a redis-server of its
 // own, with conns gRPC clients, and adds to undo what stops them.
-func startSide(dir, name string, bins envoytest.Binaries, conns int, undo *cleanup) *side {
+func startSide(dir, name string, bins envoytest.Binaries, conns int, tlsEnv map[string]string, creds credentials.TransportCredentials, undo *cleanup) *side {
 	rs, err := startRedis(dir, name)
 	if err != nil {
 		log.Fatal(err)
@@ -108,6 +160,9 @@ func startSide(dir, name string, bins envoytest.Binaries, conns int, undo *clean
 	bin := bins.Envoy
 	env := proctest.RuntimeEnv(filepath.Join(dir, "rt"))
 	env["REDIS_URL"] = rs.addr
+	for k, v := range tlsEnv {
+		env[k] = v
+	}
 	if name == "ratekit" {
 		bin = bins.Ratekit
 		// every decision on Redis, as envoy's: a call past the default
@@ -121,7 +176,7 @@ func startSide(dir, name string, bins envoytest.Binaries, conns int, undo *clean
 	undo.add(p.Stop)
 	s := &side{name: name, proc: p, redis: rs.addr}
 	for range conns {
-		c, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		c, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -271,9 +326,13 @@ func (c cell) line() string {
 	return fmt.Sprintf("%-26s envoy %8.0f/s p99 %-8v | ratekit %8.0f/s p99 %-8v | %.2fx", c.name(), e.rate(), e.p99().Round(10*time.Microsecond), r.rate(), r.p99().Round(10*time.Microsecond), r.rate()/e.rate())
 }
 
-func render(cells []cell, rounds int, d time.Duration) string {
+func render(cells []cell, rounds int, d time.Duration, tlsOn bool) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Each cell: %d alternating rounds of %v per server, one client process driving both over gRPC (8 connections each), one redis-server per server, on this machine (%s).\n\n", rounds, d, cpuModel())
+	over := ""
+	if tlsOn {
+		over = ", TLS on both (GRPC_SERVER_USE_TLS=true: an ECDSA P-256 certificate, TLS 1.3)"
+	}
+	fmt.Fprintf(&b, "Each cell: %d alternating rounds of %v per server, one client process driving both over gRPC (8 connections each)%s, one redis-server per server, on this machine (%s).\n\n", rounds, d, over, cpuModel())
 	b.WriteString("| concurrent calls | server | decisions/s | ratio | p99 | allocs/decision | server CPU µs/decision | Redis calls/decision | Redis CPU µs/decision | errors |\n")
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range cells {
@@ -392,18 +451,24 @@ func numCPU() int {
 	return strings.Count(string(b), "processor\t:")
 }
 
-const (
-	begin = "<!-- speed:begin -->"
-	end   = "<!-- speed:end -->"
-)
+// sectionOf is the name of the marked section of a table: speed, or
+// speed-tls.
+func sectionOf(tlsOn bool) string {
+	if tlsOn {
+		return "speed-tls"
+	}
+	return "speed"
+}
 
-// writeSection replaces the marked section of path with table.
-func writeSection(path, table string) error {
+// writeSection replaces the section of path marked <!-- name:begin -->
+// ... <!-- name:end --> with table.
+func writeSection(path, name, table string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	s := string(b)
+	begin, end := "<!-- "+name+":begin -->", "<!-- "+name+":end -->"
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
 		return fmt.Errorf("%s has no %s ... %s section", path, begin, end)
