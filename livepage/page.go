@@ -51,6 +51,19 @@ type Options struct {
 	// can reverse by hashing guesses without the key, drawn at random
 	// when the Handler is made.
 	ShowIdentities bool
+	// Tables, when set, returns tables of the application's own the page
+	// shows beneath the store's health, such as where its rules were
+	// loaded from; status.json serves them as "tables". Their cells are
+	// shown as text.
+	Tables func() []Table
+}
+
+// Table is a table of [Options].Tables: a title, the columns' names, and
+// rows of as many cells.
+type Table struct {
+	Title   string     `json:"title"`
+	Columns []string   `json:"columns"`
+	Rows    [][]string `json:"rows"`
 }
 
 // Handler serves the live page of one or several Limiters, under any

@@ -21,6 +21,8 @@ type Status struct {
 	Writable bool            `json:"writable"`
 	Limiters []LimiterStatus `json:"limiters"`
 	Rules    []RuleStatus    `json:"rules"`
+	// Tables are [Options].Tables'.
+	Tables []Table `json:"tables,omitempty"`
 }
 
 // LimiterStatus is one Limiter's store health.
@@ -104,6 +106,9 @@ func (h *Handler) Status(ctx context.Context) Status {
 		ShowIdentities: h.opts.ShowIdentities, Limiters: []LimiterStatus{}, Rules: []RuleStatus{}}
 	for _, src := range h.sources {
 		st.Writable = st.Writable || h.opts.Token != "" && src.Rules != nil
+	}
+	if h.opts.Tables != nil {
+		st.Tables = h.opts.Tables()
 	}
 	for _, src := range h.sources {
 		rec := src.Recorder
