@@ -154,7 +154,7 @@ func (h *Handler) show(id string) string {
 		return id
 	}
 	kind, rest, ok := strings.Cut(id, ":")
-	if !ok || len(kind) > 16 {
+	if !ok || !isKind(kind) {
 		kind, rest = "", id
 	}
 	m := hmac.New(sha256.New, h.key)
@@ -164,6 +164,22 @@ func (h *Handler) show(id string) string {
 		return sum
 	}
 	return kind + ":" + sum
+}
+
+// isKind reports whether s, before an identity's first colon, is a kind
+// as key functions write them ("ip", "apikey"): short, of letters, digits,
+// '-' and '_', as the denial log's redaction takes it. Anything else (a descriptor "d|user=alice:x") may be
+// part of a value, and is hashed with the rest.
+func isKind(s string) bool {
+	if s == "" || len(s) > 16 {
+		return false
+	}
+	for _, c := range s {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // source returns the source a request names (limiter=L), or the first.
