@@ -168,8 +168,9 @@ func (h *Handler) show(id string) string {
 
 // isKind reports whether s, before an identity's first colon, is a kind
 // as key functions write them ("ip", "apikey"): short, of letters, digits,
-// '-' and '_', as the denial log's redaction takes it. Anything else (a descriptor "d|user=alice:x") may be
-// part of a value, and is hashed with the rest.
+// '-' and '_', as the denial log's redaction takes it. Anything else (in
+// a descriptor "d|user=alice:x") may be part of a value, and is hashed
+// with the rest.
 func isKind(s string) bool {
 	if s == "" || len(s) > 16 {
 		return false
