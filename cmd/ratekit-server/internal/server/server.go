@@ -412,7 +412,7 @@ func (s *Server) adminThrottle(h http.Handler) (http.Handler, error) {
 // peeks and resets are /admin/'s.
 func (s *Server) debugMux() (*http.ServeMux, error) {
 	endpoints := map[string]string{
-		"/ratekit/": "the live page: rules, decisions per second, top offenders, the store's health",
+		"/ratekit/": "the live page: domains loaded and their sources, rules, decisions per second, top offenders, the store's health",
 		"/rlconfig": "print out the currently loaded configuration for debugging",
 	}
 	dmux := http.NewServeMux()
