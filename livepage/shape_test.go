@@ -21,6 +21,7 @@ type statusShape struct {
 	Generated      time.Time    `json:"generated"`
 	Process        string       `json:"process"`
 	ShowIdentities bool         `json:"show_identities"`
+	Peekable       bool         `json:"peekable"`
 	Writable       bool         `json:"writable"`
 	Limiters       []limiterShp `json:"limiters"`
 	Rules          []ruleShape  `json:"rules"`
@@ -129,6 +130,9 @@ func TestStatusShape(t *testing.T) {
 			t.Fatalf("the fleet's view never held the identity:\n%s", body)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if !st.Peekable || st.Writable {
+		t.Errorf("peekable %v, writable %v; want a page given rules and no token to peek, not write", st.Peekable, st.Writable)
 	}
 	r := st.Rules[0]
 	if want := (offenderShape{Identity: "ip:127.0.0.1", Denied: 2}); r.Name != "strict" || len(r.Offenders) != 1 || r.Offenders[0] != want || r.Fleet.Offenders[0] != want {

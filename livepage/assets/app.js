@@ -135,6 +135,7 @@ async function refresh() {
     if (!res.ok) throw new Error(res.status + " " + res.statusText);
     status = await res.json();
     $("meta").textContent = `process ${status.process} · ${new Date(status.generated).toLocaleTimeString()} · identities ${status.show_identities ? "shown" : "hashed"} · ${status.writable ? "writes with a token" : "read-only"}`;
+    $("lookup-section").hidden = !status.peekable;
     $("writes").hidden = !status.writable;
     drawStore(status);
     drawTables(status);

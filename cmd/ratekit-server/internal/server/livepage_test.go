@@ -53,6 +53,9 @@ func TestLivePageOnDebugPort(t *testing.T) {
 		}
 		return true
 	})
+	if st.Peekable || st.Writable {
+		t.Errorf("peekable %v, writable %v; want neither: the server's peeks and resets are /admin/'s", st.Peekable, st.Writable)
+	}
 	for _, r := range st.Rules {
 		if want := map[string]string{"d.k": "compatible", "e.user": "ratekit"}[r.Name]; r.Limiter != want || r.Denied != 2 || r.Allowed != 1 {
 			t.Errorf("rule %s: limiter %q, %d allowed, %d denied; want %s, 1 and 2", r.Name, r.Limiter, r.Allowed, r.Denied, want)
