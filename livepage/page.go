@@ -51,6 +51,19 @@ type Options struct {
 	// can reverse by hashing guesses without the key, drawn at random
 	// when the Handler is made.
 	ShowIdentities bool
+	// Tables, when set, returns tables of the application's own the page
+	// shows beneath the store's health, such as where its rules were
+	// loaded from; status.json serves them as "tables". Their cells are
+	// shown as text.
+	Tables func() []Table
+}
+
+// Table is a table of [Options].Tables: a title, the columns' names, and
+// rows of as many cells.
+type Table struct {
+	Title   string     `json:"title"`
+	Columns []string   `json:"columns"`
+	Rows    [][]string `json:"rows"`
 }
 
 // Handler serves the live page of one or several Limiters, under any
@@ -141,7 +154,7 @@ func (h *Handler) show(id string) string {
 		return id
 	}
 	kind, rest, ok := strings.Cut(id, ":")
-	if !ok || len(kind) > 16 {
+	if !ok || !isKind(kind) {
 		kind, rest = "", id
 	}
 	m := hmac.New(sha256.New, h.key)
@@ -151,6 +164,23 @@ func (h *Handler) show(id string) string {
 		return sum
 	}
 	return kind + ":" + sum
+}
+
+// isKind reports whether s, before an identity's first colon, is a kind
+// as key functions write them ("ip", "apikey"): short, of letters, digits,
+// '-' and '_', as the denial log's redaction takes it. Anything else (in
+// a descriptor "d|user=alice:x") may be part of a value, and is hashed
+// with the rest.
+func isKind(s string) bool {
+	if s == "" || len(s) > 16 {
+		return false
+	}
+	for _, c := range s {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // source returns the source a request names (limiter=L), or the first.

@@ -115,6 +115,22 @@ func TestStatusShowsOffendersHashedOrShown(t *testing.T) {
 	}
 }
 
+// TestHashedWholeUnlessKind: an identity whose part before the first
+// colon is no kind (a descriptor of ratekit-server's, whose value holds a
+// colon) is hashed whole, so no part of the value shows.
+func TestHashedWholeUnlessKind(t *testing.T) {
+	h, _, _, send := fixture(t, livepage.Options{})
+	send("d|user=alice:x")
+	send("d|user=alice:x")
+	_, offs := offenders(t, status(t, h))
+	if len(offs) != 1 {
+		t.Fatalf("offenders %v, want one", offs)
+	}
+	if id := offs[0].(map[string]any)["identity"].(string); strings.Contains(id, "alice") || len(id) != 12 {
+		t.Errorf("identity shown as %q, want 12 hex digits", id)
+	}
+}
+
 func TestPeekIsLimiterPeek(t *testing.T) {
 	h, l, rules, send := fixture(t, livepage.Options{})
 	send("ip:192.0.2.7")

@@ -16,11 +16,16 @@ type Status struct {
 	// ShowIdentities reports whether identities are shown as made, not
 	// hashed.
 	ShowIdentities bool `json:"show_identities"`
+	// Peekable reports whether the page can look up an identity's quota:
+	// it was given rules ([Source].Rules) to peek by.
+	Peekable bool `json:"peekable"`
 	// Writable reports whether the page takes writes with a token: it was
 	// given one, and rules to write by.
 	Writable bool            `json:"writable"`
 	Limiters []LimiterStatus `json:"limiters"`
 	Rules    []RuleStatus    `json:"rules"`
+	// Tables are [Options].Tables'.
+	Tables []Table `json:"tables,omitempty"`
 }
 
 // LimiterStatus is one Limiter's store health.
@@ -103,7 +108,11 @@ func (h *Handler) Status(ctx context.Context) Status {
 	st := Status{Generated: time.Now().UTC(), Process: h.sources[0].Recorder.opts.Process,
 		ShowIdentities: h.opts.ShowIdentities, Limiters: []LimiterStatus{}, Rules: []RuleStatus{}}
 	for _, src := range h.sources {
+		st.Peekable = st.Peekable || src.Rules != nil
 		st.Writable = st.Writable || h.opts.Token != "" && src.Rules != nil
+	}
+	if h.opts.Tables != nil {
+		st.Tables = h.opts.Tables()
 	}
 	for _, src := range h.sources {
 		rec := src.Recorder

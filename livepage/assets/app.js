@@ -87,6 +87,18 @@ function drawStore(st) {
   }
 }
 
+// drawTables draws the application's own tables (Options.Tables).
+function drawTables(st) {
+  const box = $("tables");
+  box.replaceChildren();
+  for (const t of st.tables || []) {
+    const body = el("tbody", {});
+    for (const row of t.rows) body.append(el("tr", {}, ...row.map((c) => el("td", {}, c))));
+    box.append(el("section", {}, el("h2", {}, t.title),
+      el("table", {}, el("thead", {}, el("tr", {}, ...t.columns.map((c) => el("th", {}, c)))), body)));
+  }
+}
+
 function drawRules(st) {
   const box = $("rules");
   box.replaceChildren();
@@ -123,8 +135,10 @@ async function refresh() {
     if (!res.ok) throw new Error(res.status + " " + res.statusText);
     status = await res.json();
     $("meta").textContent = `process ${status.process} · ${new Date(status.generated).toLocaleTimeString()} · identities ${status.show_identities ? "shown" : "hashed"} · ${status.writable ? "writes with a token" : "read-only"}`;
+    $("lookup-section").hidden = !status.peekable;
     $("writes").hidden = !status.writable;
     drawStore(status);
+    drawTables(status);
     drawRules(status);
   } catch (err) {
     $("meta").textContent = "cannot read status.json: " + err.message;

@@ -221,8 +221,24 @@ type node struct {
 
 // Domain is one domain's descriptors.
 type Domain struct {
-	name string
-	root node
+	name    string
+	root    node
+	sources []Source // where it was written: one file, or several with MergeDomains
+}
+
+// Source is where a domain was written: its file's name (an xDS
+// resource's is "xds:" and its name) and the line of its domain key.
+type Source struct {
+	File string
+	Line int
+}
+
+// DomainInfo is one domain of a configuration and where it came from.
+type DomainInfo struct {
+	Name    string
+	Sources []Source
+	// Rules counts its descriptors with a rate_limit.
+	Rules int
 }
 
 // Config is a loaded configuration: every domain of every file. It is
@@ -249,6 +265,32 @@ func (c *Config) Files() []string { return c.files }
 
 // Rules returns the number of descriptors with a rate_limit.
 func (c *Config) Rules() int { return c.rules }
+
+// Domains returns the domains loaded, by name, each with where it was
+// written and how many descriptors with a rate_limit it holds.
+func (c *Config) Domains() []DomainInfo {
+	if c == nil {
+		return nil
+	}
+	out := make([]DomainInfo, 0, len(c.domains))
+	for _, d := range c.domains {
+		out = append(out, DomainInfo{Name: d.name, Sources: d.sources, Rules: d.root.rules()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// rules counts the descriptors with a rate_limit at and under n.
+func (n *node) rules() int {
+	c := 0
+	if n.rule != nil {
+		c = 1
+	}
+	for _, ch := range n.children {
+		c += ch.rules()
+	}
+	return c
+}
 
 // Dump writes the configuration as envoy's /rlconfig does, one line per
 // descriptor with a rate_limit, in sorted order; descriptors that use

@@ -157,6 +157,25 @@ func TestMergeDomains(t *testing.T) {
 	}
 }
 
+// TestDomains lists each domain with the file and line it was written
+// at (both files of a merged domain) and its count of rules.
+func TestDomains(t *testing.T) {
+	files := []config.File{
+		{Name: "a.yaml", Data: []byte("# a\ndomain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: u\n    rate_limit: {unlimited: true}\n")},
+		{Name: "b.yaml", Data: []byte("descriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 2}\n    descriptors:\n      - key: c\n        rate_limit: {unit: minute, requests_per_unit: 3}\ndomain: d\n")},
+		{Name: "c.yaml", Data: []byte("domain: c\n")},
+	}
+	c, _, err := config.Load(files, config.Options{MergeDomains: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(c.Domains())
+	want := "[{c [{c.yaml 1}] 0} {d [{a.yaml 2} {b.yaml 7}] 4}]"
+	if got != want {
+		t.Errorf("Domains() = %s, want %s", got, want)
+	}
+}
+
 // TestYAMLBomb refuses a document whose aliases expand exponentially
 // (10^29 descriptors) once the walk has visited a bounded number of
 // nodes, instead of expanding it.

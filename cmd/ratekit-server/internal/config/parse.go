@@ -503,6 +503,7 @@ func (p *parser) parseRoot(n *yaml.Node) error {
 	if err := p.descriptors(&d.root, domain+".", descs, 0); err != nil {
 		return err
 	}
+	d.sources = append(d.sources, Source{File: p.file, Line: dnode.Line})
 	p.cfg.domains[domain] = d
 	return nil
 }

@@ -15,7 +15,9 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rlspb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -58,8 +60,10 @@ type Server struct {
 	health    *healthState
 	watcher   *runtime.Watcher
 	xds       *xds.Client
-	tracer    *tracing.Tracer
-	flusher   *stats.Flusher
+	// xdsVersion is the version_info of the xDS configuration in use
+	xdsVersion atomic.Pointer[string]
+	tracer     *tracing.Tracer
+	flusher    *stats.Flusher
 
 	grpc       *grpc.Server
 	grpcLis    net.Listener
@@ -113,6 +117,7 @@ func NewContext(ctx context.Context, set settings.Settings, log *slog.Logger) (_
 		Headers: set.HeadersEnabled, LimitHeader: set.LimitHeader, RemainingHeader: set.RemainingHeader, ResetHeader: set.ResetHeader,
 		DynamicMetadata: set.DynamicMetadata, RuleMetadata: set.RuleMetadata, Stop: set.Stop, NearLimitRatio: set.NearLimitRatio,
 		LocalCache: set.LocalCacheBytes > 0, Logger: log,
+		Watch:        [2]core.IdentityObserver{s.recorders[0], s.recorders[1]},
 		CallerLimits: callerLimits[set.CallerLimits], CallerMaxUnit: set.CallerLimitMaxUnit,
 	})
 	if err := s.configure(set, log); err != nil {
@@ -218,15 +223,17 @@ func (s *Server) limiters(reg *prometheus.Registry) error {
 				return err
 			}
 		}
-		rec, err := livepage.NewRecorder(livepage.RecorderOptions{})
+		rec, err := s.recorder(l.name)
 		if err != nil {
 			return err
 		}
 		s.recorders = append(s.recorders, rec)
-		// both through service.Observer, whose rule names stay bounded
-		// (the live page then counts decisions, but keeps no offenders)
+		// the metrics through service.Observer, whose rule names stay
+		// bounded; the live page's Recorder is told the store's health
+		// here, and the decisions by the Service, by configured rule and
+		// with their descriptors (service.Options.Watch)
 		opts := append(append(append([]core.Option(nil), common...), l.opts...),
-			core.WithObserver(service.Observer(col)), core.WithObserver(service.Observer(rec)))
+			core.WithObserver(service.Observer(col)), core.WithObserver(storeOnly{rec}))
 		lim, err := core.NewLimiter(l.store, opts...)
 		if err != nil {
 			return fmt.Errorf("%s limiter: %w", l.name, err)
@@ -237,6 +244,52 @@ func (s *Server) limiters(reg *prometheus.Registry) error {
 		reg.MustRegister(s.promCollector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return nil
+}
+
+// recorder returns the live page's Recorder of the named Limiter, which
+// publishes its offenders under the prefix and name to the fleet's view
+// unless RATEKIT_LIVE_PAGE_FLEET=false.
+func (s *Server) recorder(name string) (*livepage.Recorder, error) {
+	var opts livepage.RecorderOptions
+	if s.set.LivePageFleet {
+		fleet, err := livepage.NewRedisFleet(s.stores.Client, s.set.CacheKeyPrefix+"ratekit-server:"+name+":")
+		if err != nil {
+			return nil, fmt.Errorf("the live page's fleet (RATEKIT_LIVE_PAGE_FLEET=false goes without): %w", err)
+		}
+		opts.Fleet = fleet
+	}
+	return livepage.NewRecorder(opts)
+}
+
+// storeOnly passes a Limiter's store calls and breaker changes to the
+// live page's Recorder, not its decisions: the Service tells those.
+type storeOnly struct{ rec *livepage.Recorder }
+
+func (storeOnly) Decided(context.Context, core.DecisionEvent) {}
+func (o storeOnly) StoreCalled(d time.Duration, err error)    { o.rec.StoreCalled(d, err) }
+func (o storeOnly) BreakerChanged(from, to core.BreakerState) { o.rec.BreakerChanged(from, to) }
+
+// configTables returns the live page's table of the domains loaded and
+// where each came from: the files and lines of their domain keys, or the
+// xDS resource and the configuration's version.
+func (s *Server) configTables() []livepage.Table {
+	t := livepage.Table{Title: "Domains loaded", Columns: []string{"domain", "rules", "source"}, Rows: [][]string{}}
+	version := ""
+	if v := s.xdsVersion.Load(); v != nil {
+		version = *v
+	}
+	for _, d := range s.svc.Config().Domains() {
+		var src []string
+		for _, f := range d.Sources {
+			if name, ok := strings.CutPrefix(f.File, "xds:"); ok && s.xds != nil {
+				src = append(src, fmt.Sprintf("xDS RateLimitConfig %s, version %s", name, version))
+				continue
+			}
+			src = append(src, fmt.Sprintf("%s:%d", f.File, f.Line))
+		}
+		t.Rows = append(t.Rows, []string{d.Name, strconv.Itoa(d.Rules), strings.Join(src, "; ")})
+	}
+	return []livepage.Table{t}
 }
 
 // listen opens the listener of every front door, in the order Addrs
@@ -378,7 +431,7 @@ func (s *Server) adminThrottle(h http.Handler) (http.Handler, error) {
 // peeks and resets are /admin/'s.
 func (s *Server) debugMux() (*http.ServeMux, error) {
 	endpoints := map[string]string{
-		"/ratekit/": "the live page: rules, decisions per second, top offenders, the store's health",
+		"/ratekit/": "the live page: domains loaded and their sources, rules, decisions per second, top offenders, the store's health",
 		"/rlconfig": "print out the currently loaded configuration for debugging",
 	}
 	dmux := http.NewServeMux()
@@ -386,7 +439,7 @@ func (s *Server) debugMux() (*http.ServeMux, error) {
 		_, _ = io.WriteString(w, s.svc.Config().Dump())
 	})
 	if len(s.recorders) == 2 {
-		page, err := livepage.New(livepage.Options{},
+		page, err := livepage.New(livepage.Options{ShowIdentities: s.set.LivePageIdentities, Tables: s.configTables},
 			livepage.Source{Name: "compatible", Limiter: s.compatL, Recorder: s.recorders[0]},
 			livepage.Source{Name: "ratekit", Limiter: s.nativeL, Recorder: s.recorders[1]})
 		if err != nil {

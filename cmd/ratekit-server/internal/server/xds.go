@@ -11,8 +11,11 @@ import (
 // as envoy's service does.
 func (s *Server) subscribe(opts config.Options, use func(*config.Config, []config.Warning, error)) error {
 	var err error
-	s.xds, err = xds.Start(s.set.XDS, func(files []config.File) error {
+	s.xds, err = xds.Start(s.set.XDS, func(files []config.File, version string) error {
 		c, warns, err := config.Load(files, opts)
+		if err == nil {
+			s.xdsVersion.Store(&version)
+		}
 		use(c, warns, err)
 		return err
 	}, s.log)

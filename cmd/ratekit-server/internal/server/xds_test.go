@@ -136,6 +136,15 @@ func TestConfigurationOverXDS(t *testing.T) {
 	if n := limitOf("default/eg/http", "bob"); n != 5 {
 		t.Fatalf("v2: %d hits allowed, want 5", n)
 	}
+	// the live page names each domain's resource and the version in use,
+	// and by default shows the offenders (alice, bob) only hashed
+	_, body := get(t, s.Addrs()[2], "/ratekit/status.json")
+	if !strings.Contains(body, `"default/eg/http"`) || !strings.Contains(body, "xDS RateLimitConfig") || !strings.Contains(body, ", version v2") {
+		t.Errorf("the live page's domains at v2:\n%s", body)
+	}
+	if !strings.Contains(body, `"identity": "`) || strings.Contains(body, "alice") || strings.Contains(body, "bob") {
+		t.Errorf("the live page's offenders, hashed by default:\n%s", body)
+	}
 
 	cp.Set(t, node, "v3", append(xdstest.EnvoyGateway(7, 3), xdstest.Broken())...)
 	waitFor(t, "v3 NACKed", func() bool { return nacked(cp, "default/eg/broken") })

@@ -78,6 +78,14 @@ type Options struct {
 	// for (RATEKIT_CALLER_LIMIT_MAX_UNIT): a longer one is refused, with
 	// ErrBadRequest. UNKNOWN lets every unit through.
 	CallerMaxUnit config.Unit
+	// Watch, when set, is told each descriptor's decision with its
+	// identity (core.IdentityObserver.DecidedIdentity): Watch[0] those of
+	// envoy-counted limits, Watch[1] those of ratekit's algorithms. The
+	// event's rule is the configuration's (Rule.FullKey; for a descriptor
+	// that brought its own limit, its domain and OwnLimit), so that there
+	// are as many names as rules whatever the descriptors' values. The
+	// live page's Recorders count offenders by them.
+	Watch [2]core.IdentityObserver
 	// Logger logs what goes wrong with one request, at Debug.
 	Logger *slog.Logger
 	// Now is the clock of the answers made without Redis; time.Now when
@@ -328,10 +336,33 @@ func (s *Service) decide(ctx context.Context, domain string, ds []descriptor) er
 	}
 	for i := range ds {
 		if d := &ds[i]; d.rule != nil {
+			s.watch(ctx, domain, d)
 			s.record(d)
 		}
 	}
 	return nil
+}
+
+// OwnLimit names, after its domain and a dot, the rule of the
+// descriptors that bring their own limit, in Options.Watch's events.
+const OwnLimit = "(own limit)"
+
+// watch tells the Watch observer of d's counting what d's limits decided:
+// a decision that spent hits, not a look.
+func (s *Service) watch(ctx context.Context, domain string, d *descriptor) {
+	o := s.opts.Watch[1]
+	if d.limit.Algorithm == config.Compatible {
+		o = s.opts.Watch[0]
+	}
+	if o == nil || !d.decided || d.hits == 0 {
+		return
+	}
+	name := d.rule.FullKey
+	if d.override {
+		name = domain + "." + OwnLimit
+	}
+	e := core.DecisionEvent{Rule: name, Result: d.result, Shadow: d.rule.ShadowMode || s.opts.GlobalShadow, Cached: d.cached}
+	o.DecidedIdentity(ctx, e, d.identity)
 }
 
 // byStorageKey returns the descriptors of ds still to decide, grouped by

@@ -3,7 +3,10 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -225,5 +228,61 @@ func TestCallerLimits(t *testing.T) {
 				t.Fatalf("answered %v, %v; want a limit of %d", r, err, c.limit)
 			}
 		})
+	}
+}
+
+// watched records what Options.Watch is told.
+type watched struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (w *watched) Decided(context.Context, core.DecisionEvent)         {}
+func (w *watched) StoreCalled(time.Duration, error)                    {}
+func (w *watched) BreakerChanged(core.BreakerState, core.BreakerState) {}
+func (w *watched) DecidedIdentity(_ context.Context, e core.DecisionEvent, id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.events = append(w.events, fmt.Sprintf("%s %s allowed=%v shadow=%v", e.Rule, id, e.Allowed, e.Shadow))
+}
+
+// TestWatch: each descriptor's decision goes to the Watch observer of its
+// counting, named by its configured rule (a descriptor's own limit by its
+// domain and OwnLimit, whatever its values) with the descriptor as the
+// identity, the shadow rule's denial as a shadow one; a look is no
+// decision and is not told.
+func TestWatch(t *testing.T) {
+	var compatW, nativeW watched
+	f := newFixture(t, `
+domain: d
+descriptors:
+  - key: k
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: s
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: g
+    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: gcra}
+`, service.Options{Watch: [2]core.IdentityObserver{&compatW, &nativeW}})
+	own := desc("x", "v")
+	own.Limit = &rlv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: typev3.RateLimitUnit_MINUTE}
+	look := desc("k", "a")
+	look.HitsAddend = wrap(0)
+	for range 2 {
+		f.call(t, desc("k", "a"), desc("s", "b"), own)
+		f.call(t, desc("g", "c"))
+		f.call(t, look)
+	}
+	slices.Sort(compatW.events)
+	want := []string{
+		"d.(own limit) d|x=v allowed=true shadow=false", "d.(own limit) d|x=v allowed=true shadow=false",
+		"d.k d|k=a allowed=false shadow=false", "d.k d|k=a allowed=true shadow=false",
+		"d.s d|s=b allowed=false shadow=true", "d.s d|s=b allowed=true shadow=true",
+	}
+	if !slices.Equal(compatW.events, want) {
+		t.Errorf("envoy-counted descriptors told:\n%s\nwant\n%s", strings.Join(compatW.events, "\n"), strings.Join(want, "\n"))
+	}
+	if want := []string{"d.g d|g=c allowed=true shadow=false", "d.g d|g=c allowed=false shadow=false"}; !slices.Equal(nativeW.events, want) {
+		t.Errorf("ratekit's descriptors told %q, want %q", nativeW.events, want)
 	}
 }

@@ -138,6 +138,11 @@ type Settings struct {
 	// AdminGuesses is how many wrong admin tokens one client address
 	// may send a minute.
 	AdminGuesses int
+	// LivePageIdentities shows descriptors' values on the live page, not
+	// hashes; LivePageFleet publishes this process's offenders to Redis
+	// and shows the fleet's.
+	LivePageIdentities bool
+	LivePageFleet      bool
 }
 
 // CallerLimits is what the server does with a descriptor that brings its
@@ -258,6 +263,8 @@ var Table = []Setting{
 	{"RATEKIT_IDLE_TIMEOUT", "60s", "how long an idle keep-alive connection stays open, on the HTTP, debug and Prometheus ports", duration(func(s *Settings) *time.Duration { return &s.IdleTimeout })},
 	{"RATEKIT_PPROF_MAX_SECONDS", "60", "longest profile, trace or delta profile (seconds=) pprof takes; longer ones are refused with 400 (pprof lengthens its answer's write timeout by seconds=)", integer(func(s *Settings) *int { return &s.PprofMaxSeconds })},
 	{"RATEKIT_PPROF", "true", "serve pprof's /debug/pprof/ on the debug port; false leaves /rlconfig alone there", boolean(func(s *Settings) *bool { return &s.Pprof })},
+	{"RATEKIT_LIVE_PAGE_IDENTITIES", "false", "show the descriptors (domain|key=value) among the live page's offenders; false shows a keyed hash of each", boolean(func(s *Settings) *bool { return &s.LivePageIdentities })},
+	{"RATEKIT_LIVE_PAGE_FLEET", "true", "publish this process's top offenders to Redis every 3 seconds (one small write per Limiter) and show the fleet's on the live page", boolean(func(s *Settings) *bool { return &s.LivePageFleet })},
 	{"RATEKIT_ADMIN_GUESSES", "10", "wrong admin tokens one client address may send a minute; past them, 429 until the minute is over", integer(func(s *Settings) *int { return &s.AdminGuesses })},
 }
 

@@ -16,10 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/client/sotw/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
@@ -41,8 +43,9 @@ import (
 const TypeURL = resource.RateLimitConfigType
 
 // Apply validates files and, when they load, puts them in use as one
-// configuration; its error is the reason sent with the NACK.
-type Apply func(files []config.File) error
+// configuration; its error is the reason sent with the NACK. version is
+// the response's version_info.
+type Apply func(files []config.File, version string) error
 
 // Client is a running subscription.
 type Client struct {
@@ -57,6 +60,9 @@ type Client struct {
 	// of the last refused, so a resent configuration is not loaded again
 	applied, refused [32]byte
 	refusal          string
+	// version is the version_info of the last response received, which
+	// the ADS client's Response does not carry
+	version atomic.Pointer[string]
 }
 
 // Start subscribes to the server set names; apply is called with the
@@ -84,12 +90,14 @@ func Start(set settings.XDS, apply Apply, log *slog.Logger) (*Client, error) {
 	if set.MaxMsgSize > 0 {
 		opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(set.MaxMsgSize)))
 	}
-	conn, err := grpc.NewClient(set.ServerURL, opts...)
-	if err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{set: set, apply: apply, log: log, cancel: cancel, done: make(chan struct{})}
+	opts = append(opts, grpc.WithStreamInterceptor(c.keepVersion))
+	var err error
+	if c.conn, err = grpc.NewClient(set.ServerURL, opts...); err != nil {
+		cancel()
 		return nil, fmt.Errorf("CONFIG_GRPC_XDS_SERVER_URL=%q: %w", set.ServerURL, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &Client{set: set, apply: apply, log: log, conn: conn, cancel: cancel, done: make(chan struct{})}
 	go c.run(ctx)
 	return c, nil
 }
@@ -198,7 +206,35 @@ func (c *Client) load(resources []*anypb.Any) error {
 		}
 		files = append(files, f)
 	}
-	return c.apply(files)
+	version := ""
+	if v := c.version.Load(); v != nil {
+		version = *v
+	}
+	return c.apply(files, version)
+}
+
+// keepVersion is a stream interceptor that keeps the version_info of each
+// discovery response the stream receives.
+func (c *Client) keepVersion(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return versionStream{cs, c}, nil
+}
+
+type versionStream struct {
+	grpc.ClientStream
+	c *Client
+}
+
+func (s versionStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if r, ok := m.(*discovery.DiscoveryResponse); ok && err == nil {
+		v := r.GetVersionInfo()
+		s.c.version.Store(&v)
+	}
+	return err
 }
 
 // digest identifies a response's resources.
