@@ -31,11 +31,14 @@ func TraefikVersion() (string, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "require github.com/traefik/traefik/v3 "); ok {
-			return strings.TrimSpace(v), nil
+		// "github.com/traefik/traefik/v3 v3.6.12" in a require block, or
+		// after "require" on a line of its own
+		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
+		if len(fields) >= 2 && fields[0] == "github.com/traefik/traefik/v3" {
+			return fields[1], nil
 		}
 	}
-	return "", fmt.Errorf("%s: no line require github.com/traefik/traefik/v3", f.Name())
+	return "", fmt.Errorf("%s: github.com/traefik/traefik/v3 is not required", f.Name())
 }
 
 // TraefikBinary returns the path of the traefik binary built from the
