@@ -53,5 +53,5 @@ func startCaddy(t *testing.T, e *edge) []string {
 func TestCaddyForwardAuth(t *testing.T) {
 	e := startEdge(t, "gateways-caddy-forward-auth.md")
 	gws := startCaddy(t, e)
-	testGateway(t, e, gws, 502)
+	testGateway(t, e, gws, traits{noReplica: 502})
 }

@@ -1,6 +1,7 @@
 //go:build linux
 
-// Package gatewaytest runs real gateways, Debian's nginx and Caddy, as
+// Package gatewaytest runs real gateways, Debian's nginx and Caddy, and
+// Traefik built from its Go module (pinned in traefik/go.mod), as
 // processes on loopback, in front of an upstream and limited by
 // ratekit-server replicas through forward auth (GET /check), with the
 // configurations of the guides (docs/gateways-nginx.md,

@@ -5,11 +5,13 @@ package gatewaytest
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,9 +39,40 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	flag.Parse()
+	if runsTraefik(flag.Lookup("test.run").Value.String()) {
+		// here, before m.Run, a first build of Traefik (minutes) does not
+		// count toward -timeout
+		traefik.path, traefik.err = TraefikBinary()
+		traefik.once.Do(func() {})
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// runsTraefik reports whether the -run pattern run selects TestTraefik.
+func runsTraefik(run string) bool {
+	top, _, _ := strings.Cut(run, "/")
+	ok, err := regexp.MatchString(top, "TestTraefik")
+	return run == "" || ok && err == nil
+}
+
+// traefik is the Traefik binary, built (or found in the cache) once.
+var traefik struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// traefikBin returns the Traefik binary, building it if TestMain did not.
+func traefikBin(t *testing.T) string {
+	t.Helper()
+	traefik.once.Do(func() { traefik.path, traefik.err = TraefikBinary() })
+	if traefik.err != nil {
+		t.Fatal(traefik.err)
+	}
+	return traefik.path
 }
 
 // require skips the test when a gateway is not installed, or fails it

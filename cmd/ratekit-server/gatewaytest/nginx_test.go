@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -59,18 +60,56 @@ func startNginx(t *testing.T, e *edge) []string {
 func TestNginx(t *testing.T) {
 	e := startEdge(t, "gateways-nginx.md")
 	gws := startNginx(t, e)
-	testGateway(t, e, gws, 500)
+	testGateway(t, e, gws, traits{noReplica: 500})
+}
+
+// traits is what differs between the gateways testGateway checks.
+type traits struct {
+	noReplica int // the gateway's status when no replica answers
+	// fieldsToApp: an allowed request's rate-limit fields go to the app,
+	// in its request, rather than to the client (Traefik's
+	// authResponseHeaders)
+	fieldsToApp bool
+}
+
+// fields returns the answer whose header holds the rate-limit fields of
+// an allowed request: the client's a, or the request the app saw, s.
+func (g traits) fields(a answer, s Seen) answer {
+	if g.fieldsToApp {
+		return answer{status: a.status, header: s.Header}
+	}
+	return a
+}
+
+// checkAllowed checks that every allowed request of as, which the app saw
+// as seen, carried the fields of a limit of limit: a request let through
+// unchecked would carry none.
+func (g traits) checkAllowed(t *testing.T, as []answer, seen []Seen, limit int) {
+	t.Helper()
+	want := strconv.Itoa(limit)
+	if g.fieldsToApp {
+		for _, s := range seen {
+			if s.Header.Get("X-Ratelimit-Limit") != want || s.Header.Get("Ratelimit-Policy") == "" {
+				t.Errorf("the app saw an allowed request without the fields of the limit of %d: %v", limit, s.Header)
+			}
+		}
+		return
+	}
+	for _, a := range as {
+		if a.status == 200 && (a.header.Get("X-RateLimit-Limit") != want || a.header.Get("RateLimit-Policy") == "") {
+			t.Errorf("an allowed answer without the fields of the limit of %d: %v", limit, a.header)
+		}
+	}
 }
 
 // testGateway checks what every gateway's guide promises, through
 // gateways configured by it: limits of 10 a minute per client address
-// and 3 a minute on /login, /healthz never limited; noReplica is the
-// gateway's status when no replica answers.
-func testGateway(t *testing.T, e *edge, gws []string, noReplica int) {
+// and 3 a minute on /login, /healthz never limited.
+func testGateway(t *testing.T, e *edge, gws []string, g traits) {
 	t.Run("exact across gateways and replicas", func(t *testing.T) {
 		awaitWindow(5 * time.Second)
 		c := newClient(t)
-		before := e.app.Hits()
+		before, seen := e.app.Hits(), len(e.app.Seen())
 		as := c.burst(gws, "GET", "/", 30)
 		if n := count(t, as); n[200] != 10 || n[429] != 20 {
 			t.Fatalf("30 requests at once over %d gateways: %v; want 10 passed, 20 denied\n%s", len(gws), n, counters(t, e))
@@ -81,10 +120,9 @@ func testGateway(t *testing.T, e *edge, gws []string, noReplica int) {
 		for _, a := range as {
 			if a.status == 429 {
 				checkDenied(t, a, 10)
-			} else if a.header.Get("X-RateLimit-Limit") != "10" || a.header.Get("RateLimit-Policy") == "" {
-				t.Errorf("an allowed answer without the headers: %v", a.header)
 			}
 		}
+		g.checkAllowed(t, as, e.app.Seen()[seen:], 10)
 		// a client-sent X-Forwarded-For picks no bucket of its own
 		forged := c.do("GET", "http://"+gws[0]+"/", nil, "X-Forwarded-For", "203.0.113.9")
 		if forged.status != 429 {
@@ -106,16 +144,12 @@ func testGateway(t *testing.T, e *edge, gws []string, noReplica int) {
 			}
 		}
 		// the logins counted toward the address's 10 as well
+		seenGets := len(e.app.Seen())
 		gets := c.burst(gws, "GET", "/", 10)
 		if n := count(t, gets); n[200] != 1 {
 			t.Fatalf("after 9 logins, 10 requests: %v; want 1 passed\nlogins: %s\nrequests: %s\n%s\nthe app saw: %s", n, remaining(as), remaining(gets), counters(t, e), requests(e.app.Seen()[seen:]))
 		}
-		for _, a := range gets {
-			// a request let through unchecked would carry no fields
-			if a.status == 200 && a.header.Get("X-RateLimit-Limit") != "10" {
-				t.Errorf("an allowed answer without the address's fields: %v", a.header)
-			}
-		}
+		g.checkAllowed(t, gets, e.app.Seen()[seenGets:], 10)
 	})
 
 	t.Run("upstream untouched", func(t *testing.T) {
@@ -127,9 +161,9 @@ func testGateway(t *testing.T, e *edge, gws []string, noReplica int) {
 		if a.status != 200 || a.body != "ok\n" {
 			t.Fatalf("%d %q", a.status, a.body)
 		}
-		checkHeaders(t, a, 10, 9)
 		seen := e.app.Seen()
 		s := seen[len(seen)-1]
+		checkHeaders(t, g.fields(a, s), 10, 9)
 		if s.Method != "POST" || s.URI != "/upload?x=1&y=%2F" || s.BodyLen != len(body) || s.BodySHA256 != hex.EncodeToString(sum[:]) {
 			t.Fatalf("the app saw %s %s, %d bytes %s; want POST /upload?x=1&y=%%2F, %d bytes %x", s.Method, s.URI, s.BodyLen, s.BodySHA256, len(body), sum)
 		}
@@ -139,7 +173,7 @@ func testGateway(t *testing.T, e *edge, gws []string, noReplica int) {
 			}
 		}
 		for k := range s.Header {
-			if k == "X-Ratelimit-Limit" || k == "Ratelimit" || k == "Ratelimit-Policy" {
+			if !g.fieldsToApp && (k == "X-Ratelimit-Limit" || k == "Ratelimit" || k == "Ratelimit-Policy") {
 				t.Errorf("the app saw %s", k)
 			}
 		}
@@ -151,7 +185,8 @@ func testGateway(t *testing.T, e *edge, gws []string, noReplica int) {
 		if a.status != 403 || a.body != "the app says no\n" {
 			t.Fatalf("the app's 403: %d %q", a.status, a.body)
 		}
-		checkHeaders(t, a, 10, 9)
+		seen := e.app.Seen()
+		checkHeaders(t, g.fields(a, seen[len(seen)-1]), 10, 9)
 	})
 
 	t.Run("healthz never limited", func(t *testing.T) {
@@ -237,8 +272,8 @@ func testGateway(t *testing.T, e *edge, gws []string, noReplica int) {
 		before := e.app.Hits()
 		for i := range 4 {
 			a := c.do("GET", "http://"+gws[i%len(gws)]+"/", nil)
-			if a.err != nil || a.status != noReplica {
-				t.Fatalf("request %d with no replica: %d %v; want the gateway's %d", i, a.status, a.err, noReplica)
+			if a.err != nil || a.status != g.noReplica {
+				t.Fatalf("request %d with no replica: %d %v; want the gateway's %d", i, a.status, a.err, g.noReplica)
 			}
 		}
 		if e.app.Hits() != before {

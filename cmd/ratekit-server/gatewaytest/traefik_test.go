@@ -15,8 +15,61 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Traefik is not packaged here, so its guide's configurations are checked
-// for their shape, not run: they must decode, with unknown keys refused,
+// traefikConfigs returns the guide's static and dynamic configurations
+// with its example addresses made the test's: the entry point on addr,
+// forward auth to ratekit, the app where it runs.
+func traefikConfigs(t *testing.T, addr, ratekit, app string) (static, dynamic string) {
+	t.Helper()
+	doc, err := Guide("gateways-traefik.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	static, err1 := Block(doc, "traefik-static")
+	dynamic, err2 := Block(doc, "traefik")
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	// on loopback alone: a wildcard bind of the port would clash with the
+	// test clients' sockets on other loopback addresses
+	if static, err = Substitute(static, `address: ":8000"`, `address: "`+addr+`"`); err != nil {
+		t.Fatalf("the guide's static configuration: %v", err)
+	}
+	if dynamic, err = Substitute(dynamic, "http://ratekit:8080/", "http://"+ratekit+"/", "http://app:9000", "http://"+app); err != nil {
+		t.Fatalf("the guide's dynamic configuration: %v", err)
+	}
+	return static, dynamic
+}
+
+// TestTraefik runs the guide's configurations: two Traefik processes
+// built from Traefik's module, whose forwardAuth asks one address, behind
+// which a balancer passes each connection to one of two ratekit-server
+// replicas in turn, on one redis-server. Traefik gives an allowed
+// request's fields to the app (authResponseHeaders), not to the client.
+func TestTraefik(t *testing.T) {
+	bin := traefikBin(t)
+	e := startEdge(t, "gateways-traefik.md")
+	bal, err := StartBalancer(e.replicas[0].HTTP, e.replicas[1].HTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bal.Close)
+	dir := t.TempDir()
+	gws := startGateways(t, []string{"traefik-1", "traefik-2"}, func(name string) (*Proc, error) {
+		addr, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		static, dynamic := traefikConfigs(t, addr, bal.Addr(), e.app.Addr())
+		return StartTraefik(bin, dir, name, addr, static, dynamic, "/healthz")
+	})
+	testGateway(t, e, gws, traits{noReplica: 500, fieldsToApp: true})
+	if c := bal.Conns(); c[0] == 0 || c[1] == 0 {
+		t.Errorf("connections to the replicas %v: one replica was never asked", c)
+	}
+}
+
+// The guide's configurations are also checked for their shape, without a
+// Traefik binary: they must decode, with unknown keys refused,
 // into these structs of the fields Traefik documents for the file
 // provider's routers, forwardAuth middlewares and load-balanced services,
 // and for entry points and providers (doc.traefik.io, "Routers",

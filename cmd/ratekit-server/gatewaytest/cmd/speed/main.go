@@ -1,10 +1,11 @@
 //go:build linux
 
-// Command speed measures Debian's nginx and Caddy with and without
-// ratekit-server's forward auth, and nginx's own limiter, on one machine:
-// one redis-server, two ratekit-server replicas, a Go upstream, and every
-// gateway in the configuration docs/benchmarks-gateways.md and the
-// gateway guides hold (read from them). wrk drives each gateway in turn,
+// Command speed measures Debian's nginx and Caddy, and Traefik built from
+// its module, with and without ratekit-server's forward auth, and nginx's
+// own limiter, on one machine: one redis-server, two ratekit-server
+// replicas, a Go upstream, and every gateway in the configuration
+// docs/benchmarks-gateways.md and the gateway guides hold (read from
+// them). wrk drives each gateway in turn,
 // in alternating rounds, at 64 connections for a bounded time; the table
 // gives requests per second and wrk's p99 as ratios to the gateway alone.
 // It then measures what nginx's limit_req gets wrong across instances, and
@@ -103,6 +104,9 @@ var rows = []row{
 	{"caddy", "caddy", "/", "caddy"},
 	{"caddy + ratekit-server", "caddy + ratekit", "/", "caddy"},
 	{"caddy + ratekit-server, every request denied (`/login`)", "caddy + ratekit", "/login", "caddy"},
+	{"traefik", "traefik", "/", "traefik"},
+	{"traefik + ratekit-server", "traefik + ratekit", "/", "traefik"},
+	{"traefik + ratekit-server, every request denied (`/login`)", "traefik + ratekit", "/login", "traefik"},
 }
 
 type bench struct {
@@ -165,7 +169,10 @@ func (b *bench) setup() error {
 	if err := b.startNginxes(app); err != nil {
 		return err
 	}
-	return b.startCaddies(app)
+	if err := b.startCaddies(app); err != nil {
+		return err
+	}
+	return b.startTraefiks(app)
 }
 
 // startRatekit starts redis-server and two ratekit-server replicas over
@@ -286,6 +293,37 @@ func (b *bench) caddy(name, cf, app string) (string, error) {
 	b.procs = append(b.procs, p)
 	b.pids[name] = p.Pid()
 	return addr, nil
+}
+
+// startTraefiks starts the Traefik gateways of the rows in front of
+// upstream app, built from Traefik's module (gatewaytest.TraefikBinary):
+// Traefik alone, and the guide's, whose forwardAuth asks the first
+// replica: its one address stands for the replicas' Service, whose
+// balancing (kube-proxy's, in the kernel) a proxy of this program's would
+// not measure.
+func (b *bench) startTraefiks(app string) error {
+	bin, err := gatewaytest.TraefikBinary()
+	if err != nil {
+		return err
+	}
+	guide := subst(block("gateways-traefik.md", "traefik"), "http://ratekit:8080/", "http://"+b.replicas[0].HTTP+"/")
+	for _, g := range []struct{ name, dynamic, ready string }{
+		{"traefik", block("benchmarks-gateways.md", "traefik-alone"), "/"},
+		{"traefik + ratekit", guide, "/healthz"},
+	} {
+		addr, err := gatewaytest.FreePort()
+		if err != nil {
+			return err
+		}
+		static := subst(block("gateways-traefik.md", "traefik-static"), `address: ":8000"`, `address: "`+addr+`"`)
+		p, err := gatewaytest.StartTraefik(bin, b.dir, strings.ReplaceAll(g.name, " ", "-"), addr, static, subst(g.dynamic, "http://app:9000", "http://"+app), g.ready)
+		if err != nil {
+			return err
+		}
+		b.procs = append(b.procs, p)
+		b.pids[g.name], b.gateways[g.name] = p.Pid(), addr
+	}
+	return nil
 }
 
 // closedChecks counts the connections to the replicas' HTTP ports that a
