@@ -309,7 +309,8 @@ func TestKillRedisUnderTraffic(t *testing.T) {
 
 // TestPauseRedis stops Redis (SIGSTOP: connections accepted, no answers)
 // under traffic: every decision returns within the deadline plus a margin,
-// and once the breaker is open, in well under a millisecond. Then Redis
+// and once the breaker is open, without waiting for Redis (most in well
+// under a millisecond, on a quiet machine). Then Redis
 // continues (SIGCONT) and decisions go back to it. It runs with a client
 // configured as WithTimeout advises and with a go-redis default client,
 // which ignores context deadlines.
@@ -357,14 +358,18 @@ func TestPauseRedis(t *testing.T) {
 			slices.Sort(lat)
 			p50, p90 := lat[len(lat)/2], lat[len(lat)*9/10]
 			t.Logf("breaker open: p50 %v, p90 %v, max %v", p50, p90, lat[len(lat)-1])
-			if p90 >= time.Millisecond {
-				t.Errorf("decisions with the breaker open: p50 %v, p90 %v; want p90 under 1ms", p50, p90)
+			// a decision that waited on the stopped Redis would take the
+			// whole deadline; one that did not, however slow the machine,
+			// takes less: the tenth of them a loaded machine delays most
+			// do not change the p90
+			if p90 >= trafficTimeout {
+				t.Errorf("decisions with the breaker open: p50 %v, p90 %v; want p90 under the deadline %v: they wait for no store", p50, p90, trafficTimeout)
 			}
 
 			srv.Resume(t)
 			paused = false
 			start := time.Now()
-			waitFor(t, 3*time.Second, func() bool {
+			waitFor(t, netFaultBack, func() bool {
 				d, err := check(t, l, r)
 				if err != nil {
 					t.Fatal(err)
