@@ -770,9 +770,14 @@ func TestFailurePolicyString(t *testing.T) {
 // wait on the wall clock, with deadlineMargin and waitFor.
 
 // deadlineMargin is how much later than its deadline a decision against a
-// real Redis may return: generous, since CI machines are shared and run
-// with -race.
-const deadlineMargin = 200 * time.Millisecond
+// real Redis may return. The tests on a fake clock hold the deadline
+// exactly; here the margin only has to tell a decision that kept its
+// deadline, however late a loaded machine ran its goroutine, from one
+// that waited on Redis instead: that one waits for the client's own
+// timeouts, a second at least (recommended's read and dial timeouts;
+// go-redis's defaults are longer). So the margin is as wide as that
+// allows, and no test asserts how fast a loaded machine is.
+const deadlineMargin = 700 * time.Millisecond
 
 // waitFor polls cond until it holds, failing the test after limit.
 func waitFor(t *testing.T, limit time.Duration, cond func() bool) {

@@ -16,24 +16,32 @@ import (
 // TestACLWithoutPauseChannel runs a Limiter as an ACL user without
 // channel permissions, as Redis 7 makes a new user by default: OnError
 // hears that the subscription to pauses was refused, and a Pause's error
-// names the channel to grant. With the channel granted, nothing is
-// reported and a Pause succeeds.
+// names the channel to grant. With the channel granted, and as the user
+// that the ACL line of docs/acl.md makes, nothing is reported and a Pause
+// succeeds.
 func TestACLWithoutPauseChannel(t *testing.T) {
 	srv := redistest.StartServer(t)
 	admin := srv.Client(t)
-	for _, tc := range []struct {
-		name  string
-		grant string
-	}{{"without", ""}, {"with", "&ratekit:outbound:*"}} {
-		t.Run(tc.name, func(t *testing.T) {
+	user := func(grant string) func(t *testing.T) func(*redis.Options) {
+		return func(t *testing.T) func(*redis.Options) {
 			args := []any{"ACL", "SETUSER", "rk", "reset", "on", ">pw", "~*", "+@all", "resetchannels"}
-			if tc.grant != "" {
-				args = append(args, tc.grant)
+			if grant != "" {
+				args = append(args, grant)
 			}
 			if err := admin.Do(t.Context(), args...).Err(); err != nil {
 				t.Fatal(err)
 			}
-			c := srv.Client(t, func(o *redis.Options) { o.Username, o.Password = "rk", "pw" })
+			return redistest.LoginAs("rk", "pw")
+		}
+	}
+	docsUser := func(t *testing.T) func(*redis.Options) { return redistest.LoginAs(redistest.ApplyDocsACL(t, srv)) }
+	for _, tc := range []struct {
+		name    string
+		granted bool
+		login   func(t *testing.T) func(*redis.Options)
+	}{{"without", false, user("")}, {"with", true, user("&ratekit:outbound:*")}, {"docs", true, docsUser}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := srv.Client(t, tc.login(t))
 			var (
 				mu       sync.Mutex
 				reported []error
@@ -47,8 +55,8 @@ func TestACLWithoutPauseChannel(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { l.Close() })
-			if tc.grant != "" {
-				redistest.AwaitSubscribers(t, "ratekit:outbound:upstream-with:pauses", 1, 20*time.Second, admin)
+			if tc.granted {
+				redistest.AwaitSubscribers(t, "ratekit:outbound:upstream-"+tc.name+":pauses", 1, 20*time.Second, admin)
 				if err := l.Pause(t.Context(), "k", time.Second); err != nil {
 					t.Errorf("Pause: %v", err)
 				}

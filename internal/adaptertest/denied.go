@@ -19,14 +19,25 @@ import (
 // in testDeniedSpendsNothing, apart from its user in ClientHeader.
 const ipHeader = "X-Test-IP"
 
-// testDeniedSpendsNothing serves five requests of one user behind one
+// testDeniedSpendsNothing runs [DeniedSpendsNothing] on the middleware
+// that h builds.
+func testDeniedSpendsNothing(t *testing.T, h Harness) {
+	DeniedSpendsNothing(t, func(t *testing.T, l *core.Limiter, rules []core.Rule) App {
+		return build(t, h, l, rules, Setup{})
+	})
+}
+
+// DeniedSpendsNothing serves five requests of one user behind one
 // address, under a per-address rule of 100/min and a per-user rule of
 // 1/min, through a redis-server of its own, standalone and a Cluster whose
 // two keys live in different slots: the first is allowed, the four others
 // denied by the per-user rule, and the per-address rule still has 99
 // left. The Limiter decides the address before the user, so it spent for
-// each denied request and gave back.
-func testDeniedSpendsNothing(t *testing.T, h Harness) {
+// each denied request and gave back. newApp returns the app of a
+// middleware of l and rules, with its defaults; each request's client is
+// in [ClientHeader] and its address in the header X-Test-IP, which an app
+// of another protocol than HTTP passes on as its own (gRPC's metadata).
+func DeniedSpendsNothing(t *testing.T, newApp func(t *testing.T, l *core.Limiter, rules []core.Rule) App) {
 	redistest.Require(t)
 	ipKey, err := keyfuncs.Header(ipHeader)
 	if err != nil {
@@ -63,7 +74,7 @@ func testDeniedSpendsNothing(t *testing.T, h Harness) {
 			// a deadline a loaded machine never misses: no request goes to
 			// the local fallback
 			l := NewLimiterOver(t, store, core.WithTimeout(10*time.Second))
-			app := build(t, h, l, []core.Rule{perIP, perUser}, Setup{})
+			app := newApp(t, l, []core.Rule{perIP, perUser})
 			for i := range 5 {
 				r := NewRequest(http.MethodGet, "/", user)
 				r.Header.Set(ipHeader, ip)
