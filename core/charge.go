@@ -51,8 +51,10 @@ type ChargeResult struct {
 
 // ChargeStore is a [Store] that can spend units whatever a key holds, what
 // [Limiter.Charge] and [Limiter.ChargeDecision] need. The stores of
-// packages redisstore and memorystore implement it; the conformance suite
-// (package core/storetest) proves it.
+// packages redisstore and memorystore implement it, and leasestore's over
+// one of them; the conformance suite (package core/storetest) proves it. A
+// wrapper over a store that cannot charge answers an error wrapping
+// [ErrNotSupported], which the Limiter returns as it is.
 type ChargeStore interface {
 	Store
 	// ChargeAllN spends n units (at least 1) from each check's key, each
@@ -233,7 +235,7 @@ func (l *Limiter) chargeStore(ctx context.Context, c Check, n int) (ChargeResult
 			l.rememberDebt(c, t0, res[0].Result, gen)
 		}
 		return res[0], nil
-	case l.inProcess, errors.Is(err, ErrInvalidCost), errors.Is(err, ErrInvalidLimit), errors.Is(err, ErrInvalidIdentity):
+	case l.inProcess, errors.Is(err, ErrInvalidCost), errors.Is(err, ErrInvalidLimit), errors.Is(err, ErrInvalidIdentity), errors.Is(err, ErrNotSupported):
 		return ChargeResult{}, fmt.Errorf("ratekit: Charge: %w", err)
 	case tickctx.Expired(ctx) != nil && ctx.Err() != nil:
 		return ChargeResult{}, fmt.Errorf("ratekit: Charge: %w", ctx.Err())
