@@ -51,8 +51,10 @@ type ChargeResult struct {
 
 // ChargeStore is a [Store] that can spend units whatever a key holds, what
 // [Limiter.Charge] and [Limiter.ChargeDecision] need. The stores of
-// packages redisstore and memorystore implement it; the conformance suite
-// (package core/storetest) proves it.
+// packages redisstore and memorystore implement it, and leasestore's over
+// one of them; the conformance suite (package core/storetest) proves it. A
+// wrapper over a store that cannot charge answers an error wrapping
+// [ErrNotSupported], which the Limiter returns as it is.
 type ChargeStore interface {
 	Store
 	// ChargeAllN spends n units (at least 1) from each check's key, each
@@ -209,6 +211,7 @@ func (l *Limiter) chargeStore(ctx context.Context, c Check, n int) (ChargeResult
 		return l.chargeFailed(c, n, nil)
 	}
 	var res []ChargeResult
+	gen := l.denied.generation()
 	t0 := l.mono()
 	err := l.quotaCall(ctx, func(ctx context.Context) (err error) {
 		defer func() {
@@ -229,9 +232,10 @@ func (l *Limiter) chargeStore(ctx context.Context, c Check, n int) (ChargeResult
 	case err == nil:
 		if !l.inProcess {
 			l.succeeded(c.Key)
+			l.rememberDebt(c, t0, res[0].Result, gen)
 		}
 		return res[0], nil
-	case l.inProcess, errors.Is(err, ErrInvalidCost), errors.Is(err, ErrInvalidLimit), errors.Is(err, ErrInvalidIdentity):
+	case l.inProcess, errors.Is(err, ErrInvalidCost), errors.Is(err, ErrInvalidLimit), errors.Is(err, ErrInvalidIdentity), errors.Is(err, ErrNotSupported):
 		return ChargeResult{}, fmt.Errorf("ratekit: Charge: %w", err)
 	case tickctx.Expired(ctx) != nil && ctx.Err() != nil:
 		return ChargeResult{}, fmt.Errorf("ratekit: Charge: %w", ctx.Err())
@@ -242,6 +246,21 @@ func (l *Limiter) chargeStore(ctx context.Context, c Check, n int) (ChargeResult
 	}
 	l.failed(err, c.Key)
 	return l.chargeFailed(c, n, err)
+}
+
+// rememberDebt feeds the denied-key cache with what the store answered a
+// charge of c's key sent at t0, when the cache was at generation gen: a
+// key the charge left without a unit is denied at any cost until the
+// result's RetryAfter, without asking the store. That is exact as a
+// decision's denial is (see deniedCache): the result is the key's state
+// after the charge, no unit fits before its RetryAfter, and spending only
+// pushes that later. The entry replaces any denial the key had: a request
+// it does not cover asks the store, as it would without the cache.
+func (l *Limiter) rememberDebt(c Check, t0 int64, r Result, gen uint64) {
+	if l.denied == nil || r.Allowed {
+		return
+	}
+	l.denied.record([]Check{{Key: c.Key, Limit: c.Limit}}, 1, t0, []Result{r}, nil, gen)
 }
 
 // chargeFailed charges c by the failure policy, the store having failed

@@ -59,6 +59,21 @@ func (c *testClock) add(d time.Duration) {
 
 var clockStart = time.Date(2026, 3, 14, 15, 9, 26, 535_897_000, time.UTC)
 
+// clockedRedis returns a store over a miniredis whose clock is the one
+// returned, which advance moves for both, from clockStart.
+func clockedRedis(t *testing.T) (clock *testClock, _ Store, advance func(time.Duration)) {
+	clock = &testClock{now: clockStart}
+	m := miniredis.RunT(t)
+	m.SetTime(clockStart)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	return clock, NewRedisStore(c), func(d time.Duration) {
+		clock.add(d)
+		m.SetTime(clock.Now())
+		m.FastForward(d)
+	}
+}
+
 // identityRule returns a rule whose key function returns *id.
 func identityRule(name string, limit Limit, id *string) Rule {
 	return Rule{Name: name, Limit: limit, Key: func(Request) (string, error) { return *id, nil }}
@@ -140,17 +155,7 @@ func TestFallbackBounded(t *testing.T) {
 func TestDeniedCacheExact(t *testing.T) {
 	for _, alg := range []Algorithm{GCRA, FixedWindow, SlidingWindowLog, SlidingWindowCounter} {
 		t.Run(alg.String(), func(t *testing.T) {
-			clock := &testClock{now: clockStart}
-			m := miniredis.RunT(t)
-			m.SetTime(clockStart)
-			advance := func(d time.Duration) {
-				clock.add(d)
-				m.SetTime(clock.Now())
-				m.FastForward(d)
-			}
-			c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-			defer c.Close()
-			raw := NewRedisStore(c)
+			clock, raw, advance := clockedRedis(t)
 			counted := &countingStore{Store: raw}
 			// a generous deadline: every decision must be the store's or the
 			// cache's, and a loaded machine must not hand one to the fallback

@@ -22,6 +22,15 @@ func ok(c echo.Context) error {
 		return echo.NewHTTPError(status, "ok")
 	}
 	adaptertest.PanicIf(c.Request().Header.Get, "before")
+	if adaptertest.StreamAnswer(c.Request().Context(), c.Request().Header.Get, func(line string) error {
+		_, err := c.Response().Write([]byte(line))
+		if err == nil {
+			err = http.NewResponseController(c.Response()).Flush()
+		}
+		return err
+	}, func(n int) { echolimit.AddCost(c, n) }) {
+		return nil
+	}
 	err := c.String(status, "ok")
 	echolimit.AddCost(c, adaptertest.AnswerCost(c.Request().Header.Get))
 	adaptertest.PanicIf(c.Request().Header.Get, "after")

@@ -29,6 +29,12 @@ func ok(c fiber.Ctx) error {
 		return fiber.NewError(status, "ok")
 	}
 	adaptertest.PanicIf(func(name string) string { return c.Get(name) }, "before")
+	if adaptertest.StreamAnswer(c.Context(), func(name string) string { return c.Get(name) }, func(line string) error {
+		_, err := c.WriteString(line)
+		return err
+	}, func(n int) { fiber3limit.AddCost(c, n) }) {
+		return nil
+	}
 	err := c.Status(status).SendString("ok")
 	fiber3limit.AddCost(c, adaptertest.AnswerCost(func(name string) string { return c.Get(name) }))
 	adaptertest.PanicIf(func(name string) string { return c.Get(name) }, "after")

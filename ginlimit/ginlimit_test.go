@@ -19,6 +19,13 @@ func init() { gin.SetMode(gin.TestMode) }
 func ok(c *gin.Context) {
 	status, _ := adaptertest.AnswerStatus(c.GetHeader)
 	adaptertest.PanicIf(c.GetHeader, "before")
+	if adaptertest.StreamAnswer(c.Request.Context(), c.GetHeader, func(line string) error {
+		_, err := c.Writer.WriteString(line)
+		c.Writer.Flush()
+		return err
+	}, func(n int) { ginlimit.AddCost(c, n) }) {
+		return
+	}
 	c.String(status, "ok")
 	ginlimit.AddCost(c, adaptertest.AnswerCost(c.GetHeader))
 	adaptertest.PanicIf(c.GetHeader, "after")

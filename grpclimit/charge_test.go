@@ -7,7 +7,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratekit/ratekit/core"
 	"github.com/ratekit/ratekit/grpclimit"
@@ -21,9 +23,9 @@ const perMessage = 50
 // rule charged, and, inside them, interceptors that play the handler's
 // part: each message a call sends reports perMessage units with AddCost, a
 // unary call once it returns, a stream as each message goes out; a unary
-// call whose text is "panic" reports 7 and panics, and an outer
-// interceptor turns the panic into codes.Internal, as a recovery
-// interceptor does.
+// call whose text is "panic" reports 7 and panics, and a stream panics
+// when it receives "panic"; an outer interceptor turns a panic into
+// codes.Internal, as a recovery interceptor does.
 func costing(t *testing.T, l *core.Limiter, rule core.Rule) *grpc.ClientConn {
 	t.Helper()
 	unary := grpclimit.MustUnaryServerInterceptor(l, []core.Rule{rule}, grpclimit.WithCharged(rule.Name))
@@ -48,12 +50,29 @@ func costing(t *testing.T, l *core.Limiter, rule core.Rule) *grpc.ClientConn {
 	streaming := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		return handler(srv, &reportingStream{ss})
 	}
-	conn, _ := serve(t, grpc.ChainUnaryInterceptor(recovering, unary, reporting), grpc.ChainStreamInterceptor(stream, streaming))
+	recoveringStream := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = status.Error(codes.Internal, "panic")
+			}
+		}()
+		return handler(srv, ss)
+	}
+	conn, _ := serve(t, grpc.ChainUnaryInterceptor(recovering, unary, reporting), grpc.ChainStreamInterceptor(recoveringStream, stream, streaming))
 	return conn
 }
 
-// reportingStream reports perMessage units for each message sent.
+// reportingStream reports perMessage units for each message sent, and
+// panics when it receives "panic".
 type reportingStream struct{ grpc.ServerStream }
+
+func (s *reportingStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if text, _ := m.(interface{ GetValue() string }); err == nil && text != nil && text.GetValue() == "panic" {
+		panic("after the stream started")
+	}
+	return err
+}
 
 func (s *reportingStream) SendMsg(m any) error {
 	err := s.ServerStream.SendMsg(m)
@@ -121,4 +140,39 @@ func TestChargedPanic(t *testing.T) {
 		t.Fatalf("a call that panics: %v, want Internal", err)
 	}
 	adaptertest.RemainingBecomes(t, l, rule, "a", 93, false)
+}
+
+// A stream whose client hangs up after its first answer is charged that
+// answer, once its handler returns on the hang-up; one whose handler
+// panics after its first answer is charged that answer too.
+func TestChargedStreamCut(t *testing.T) {
+	l, _ := adaptertest.NewLimiter(t)
+	rule := core.Rule{Name: "tokens", Limit: core.PerMinute(100), Key: adaptertest.ClientKey()}
+	conn := costing(t, l, rule)
+	for _, tc := range []struct {
+		client, then string // then: "" hangs up, else the second message
+		code         codes.Code
+	}{{"a", "", codes.Canceled}, {"b", "panic", codes.Internal}} {
+		ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(t.Context(), adaptertest.ClientHeader, tc.client))
+		chat, err := conn.NewStream(ctx, &echoDesc.Streams[1], chatMethod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := chat.SendMsg(wrapperspb.String("hi")); err != nil {
+			t.Fatal(err)
+		}
+		if err := chat.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+			t.Fatalf("%s: the first answer: %v", tc.client, err)
+		}
+		if tc.then == "" {
+			cancel() // the client goes
+		} else if err := chat.SendMsg(wrapperspb.String(tc.then)); err != nil {
+			t.Fatal(err)
+		}
+		if err := chat.RecvMsg(new(wrapperspb.StringValue)); status.Code(err) != tc.code {
+			t.Fatalf("%s: the stream ended with %v, want %v", tc.client, err, tc.code)
+		}
+		cancel()
+		adaptertest.RemainingBecomes(t, l, rule, tc.client, 100-perMessage, false)
+	}
 }

@@ -16,6 +16,15 @@ import (
 var ok = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	status, _ := adaptertest.AnswerStatus(r.Header.Get)
 	adaptertest.PanicIf(r.Header.Get, "before")
+	if adaptertest.StreamAnswer(r.Context(), r.Header.Get, func(line string) error {
+		_, err := io.WriteString(w, line)
+		if err == nil {
+			err = http.NewResponseController(w).Flush()
+		}
+		return err
+	}, func(n int) { nethttp.AddCost(r, n) }) {
+		return
+	}
 	w.WriteHeader(status)
 	io.WriteString(w, "ok")
 	nethttp.AddCost(r, adaptertest.AnswerCost(r.Header.Get))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,5 +121,32 @@ func testChargedPanic(t *testing.T, h Harness) {
 	RemainingBecomes(t, l, rule, "a", 93, false)
 	if r := getCosting(app, "a", 0, false); r.Status != http.StatusOK || r.Header.Get("X-RateLimit-Remaining") != "92" {
 		t.Errorf("after a panic that reported 7: %d, %q remaining, want 200 with 92", r.Status, r.Header.Get("X-RateLimit-Remaining"))
+	}
+}
+
+// A streamed answer whose client hangs up after 10 lines of 50 is charged
+// the 10 it was sent, not the 50 it asked for; one whose handler panics
+// once 7 lines are out is charged those 7. Each line is reported as it
+// goes out, so the charge counts what was sent.
+func testChargedStream(t *testing.T, h Harness) {
+	l, _ := NewLimiter(t)
+	rule := chargeRule()
+	app := build(t, h, l, []core.Rule{rule}, Setup{Config: chargedWith("tokens")})
+	if r := getStreaming(app, "a", 3, 0, 0); r.Status != http.StatusOK || strings.Count(r.Body, "\n") != 3 {
+		t.Fatalf("a stream of 3 lines: %d %q", r.Status, r.Body)
+	}
+	RemainingBecomes(t, l, rule, "a", 97, false)
+	if r := getStreaming(app, "b", 50, 10, 0); strings.Count(r.Body, "\n") != 10 {
+		t.Fatalf("a stream cut after 10 lines sent %q", r.Body)
+	}
+	RemainingBecomes(t, l, rule, "b", 90, false)
+	getStreaming(app, "c", 50, 0, 7)
+	RemainingBecomes(t, l, rule, "c", 93, false)
+	// nothing more lands later
+	if r := getCosting(app, "b", 0, false); r.Header.Get("X-RateLimit-Remaining") != "89" {
+		t.Errorf("after the cut stream: %q remaining, want 89", r.Header.Get("X-RateLimit-Remaining"))
+	}
+	if r := getCosting(app, "c", 0, false); r.Header.Get("X-RateLimit-Remaining") != "92" {
+		t.Errorf("after the stream that panicked: %q remaining, want 92", r.Header.Get("X-RateLimit-Remaining"))
 	}
 }

@@ -24,7 +24,9 @@ type Harness struct {
 	// reach the middleware as the framework's request context. GET /
 	// answers the status a request asks for in [AnswerStatusHeader] or
 	// [AnswerErrorHeader] (see [AnswerStatus]), and then reports the cost
-	// a request asks for in [AnswerCostHeader] with the adapter's AddCost.
+	// a request asks for in [AnswerCostHeader] with the adapter's AddCost;
+	// or, when the request asks in [AnswerStreamHeader], streams its answer
+	// with [StreamAnswer] in the framework's way.
 	// New returns the adapter's error.
 	New func(tb testing.TB, l *core.Limiter, rules []core.Rule, s Setup) (App, error)
 	// Routes returns an app with three middlewares of l, made with the

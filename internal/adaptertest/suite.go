@@ -23,7 +23,8 @@ import (
 // redis-server and a Cluster), the request's context
 // reaching the store, the answers to a failing store, to a misconfigured
 // rule and to a request that can never be allowed, the constructors'
-// errors, and the charge of the cost a handler reports.
+// errors, and the charge of the cost a handler reports, streamed answers
+// cut short included.
 func Run(t *testing.T, h Harness) {
 	tests := []struct {
 		name string
@@ -50,6 +51,7 @@ func Run(t *testing.T, h Harness) {
 		{"DeniedSpendsNothing", testDeniedSpendsNothing},
 		{"Charged", testCharged},
 		{"ChargedPanic", testChargedPanic},
+		{"ChargedStream", testChargedStream},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, h) })

@@ -53,6 +53,11 @@ type contender struct {
 	// per window by design (ratekit's hot-key leasing: lease size − 1); the
 	// exactness check's bound adds it once per process.
 	overshoot int
+	// charges: each call is a charge that always lands (Limiter.Charge),
+	// allowed while the key has room left after it: under a limit of n,
+	// n − 1 calls in a row are allowed. The exactness check, which counts
+	// admissions, does not apply.
+	charges bool
 	// setup says how the contender is built and called, for the report.
 	setup string
 	// key, when set, returns the storage key of an identity, for a
@@ -182,6 +187,7 @@ func contenders() []contender {
 			}),
 		limiterContender(false),
 		limiterContender(true),
+		chargeContender(),
 		middlewareContender(),
 		outboundContender(),
 		serverContender(),
@@ -369,6 +375,7 @@ const (
 	fixedName   = "ratekit fixed"
 	leasingName = "ratekit gcra leasing"
 	limiterName = "ratekit Limiter.Check"
+	chargeName  = "ratekit Limiter.Charge"
 	// limiterDefaultName is the Limiter path over a client of go-redis's
 	// defaults (no ContextTimeoutEnabled, retries on)
 	limiterDefaultName = "ratekit Limiter.Check, default client"

@@ -135,7 +135,7 @@ func exactness(ctx context.Context, addr string, client *redis.Client, cs []cont
 	attempts, maxTime := exactPlan(quick)
 	var out []exactResult
 	for _, c := range cs {
-		if c.kind == kindBaseline {
+		if c.kind == kindBaseline || c.charges {
 			continue
 		}
 		if c.windowed {

@@ -141,6 +141,40 @@ func limiterContender(defaultClient bool) contender {
 	}
 }
 
+// chargeContender is a charge beside the Limiter's decision: what a
+// token budget adds to each request once its answer is done, one unit a
+// call through Limiter.Charge, as the Limiter contender is built. A key
+// charged past its bound still takes one script call, which spends
+// nothing.
+func chargeContender() contender {
+	return contender{
+		name: chargeName, module: "github.com/ratekit/ratekit",
+		algorithm: "gcra, a charge that always lands, through a Limiter", kind: kindRatekit, refills: true, charges: true,
+		setup: "the Limiter as for Limiter.Check; `limiter.Charge(ctx, core.Rule{Name: \"api\", Limit: core.PerMinute(n), Key: identity}, identity, 1)`, " +
+			"allowed when the key has room left after the charge",
+		open: func(ctx context.Context, client *redis.Client, limit int) (func() decideFunc, error) {
+			store, err := redisstore.New(client)
+			if err != nil {
+				return nil, err
+			}
+			lim, err := newLimiter(chargeName, store)
+			if err != nil {
+				return nil, err
+			}
+			rule := core.Rule{Name: ruleName, Limit: core.PerMinute(limit), Key: identityKey}
+			return func() decideFunc {
+				return func(key string) (bool, error) {
+					r, err := lim.Charge(ctx, rule, identityOf(key), 1)
+					if err != nil {
+						return false, err
+					}
+					return r.Allowed, nil
+				}
+			}, nil
+		},
+	}
+}
+
 // deadlineText says what the Limiter rows' deadline is in each pass.
 func deadlineText() string {
 	if limiterTimeout == core.DefaultTimeout {
