@@ -50,7 +50,13 @@ func Timeout(err error) bool {
 
 // NoPermission reports whether err is Redis refusing a command for want of
 // an ACL permission: NOPERM, or the error a script gets for a PUBLISH to a
-// channel its user may not use.
+// channel its user may not use, which Redis words "can't publish to the
+// channel" and Valkey "No permissions to access a channel".
 func NoPermission(err error) bool {
-	return err != nil && (redis.HasErrorPrefix(err, "NOPERM") || strings.Contains(err.Error(), "can't publish to the channel"))
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return redis.HasErrorPrefix(err, "NOPERM") || strings.Contains(msg, "can't publish to the channel") ||
+		strings.Contains(msg, "No permissions to access a channel")
 }

@@ -67,3 +67,24 @@ func TestTimeout(t *testing.T) {
 		}
 	}
 }
+
+// NoPermission knows the refusals of an ACL as Redis and Valkey word them,
+// a script's PUBLISH included, and nothing else.
+func TestNoPermission(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{replyError("NOPERM User rk has no permissions to access the 'ratekit:resets' channel"), true},
+		{replyError("ERR Error running script (call to f_72ac): @user_script:178: @user_script: 178: The user executing the script can't publish to the channel mentioned in the command"), true},
+		{replyError("ERR ACL failure in script: No permissions to access a channel script: 72ac1d01557252ca5a534651d227361cee8c98cd, on @user_script:178."), true},
+		{fmt.Errorf("pause: %w", replyError("NOPERM x")), true},
+		{replyError("ERR user_script:3: bad argument"), false},
+		{replyError("WRONGPASS invalid username-password pair"), false},
+		{nil, false},
+	} {
+		if got := rediserr.NoPermission(tc.err); got != tc.want {
+			t.Errorf("NoPermission(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
