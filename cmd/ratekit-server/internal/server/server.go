@@ -185,19 +185,7 @@ var callerLimits = map[settings.CallerLimits]service.CallerLimits{
 // deadline, breaker and failure policy, and ratekit's metrics on reg.
 func (s *Server) limiters(reg *prometheus.Registry) error {
 	set := s.set
-	common := []core.Option{
-		core.WithPrefix(set.CacheKeyPrefix),
-		core.WithTimeout(set.Timeout),
-		core.WithFailurePolicy(set.Failure),
-		core.WithReplicas(set.Replicas),
-		core.WithBreaker(core.BreakerConfig{Failures: set.BreakerFailures, Backoff: set.BreakerBackoff, MaxBackoff: set.BreakerMaxBackoff}),
-		core.WithLogger(s.log),
-		core.OnBreakerChange(func(_, to core.BreakerState) {
-			if set.RedisHealthCheck {
-				s.health.setRedis(to == core.BreakerClosed)
-			}
-		}),
-	}
+	common := s.commonOptions()
 	// envoy counts every hit, denied or not: the compatible Limiter asks
 	// Redis every time, unless LOCAL_CACHE_SIZE_IN_BYTES asks to remember
 	// over-limit keys, as envoy's local cache does
@@ -244,6 +232,26 @@ func (s *Server) limiters(reg *prometheus.Registry) error {
 		reg.MustRegister(s.promCollector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return nil
+}
+
+// commonOptions returns the options both Limiters share: the settings'
+// prefix, deadline, failure policy, replicas and breaker, the logger, and
+// the health check's view of the breaker.
+func (s *Server) commonOptions() []core.Option {
+	set := s.set
+	return []core.Option{
+		core.WithPrefix(set.CacheKeyPrefix),
+		core.WithTimeout(set.Timeout),
+		core.WithFailurePolicy(set.Failure),
+		core.WithReplicas(set.Replicas),
+		core.WithBreaker(core.BreakerConfig{Failures: set.BreakerFailures, Backoff: set.BreakerBackoff, MaxBackoff: set.BreakerMaxBackoff}),
+		core.WithLogger(s.log),
+		core.OnBreakerChange(func(_, to core.BreakerState) {
+			if set.RedisHealthCheck {
+				s.health.setRedis(to == core.BreakerClosed)
+			}
+		}),
+	}
 }
 
 // recorder returns the live page's Recorder of the named Limiter, which

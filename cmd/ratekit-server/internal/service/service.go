@@ -229,24 +229,9 @@ func (s *Service) plan(cfg *config.Config, req *rlspb.RateLimitRequest) ([]descr
 			continue
 		}
 		if o := in.GetLimit(); o != nil && s.opts.CallerLimits != IgnoreCallerLimits {
-			if s.opts.CallerLimits == RefuseCallerLimits {
-				return nil, fmt.Errorf("%w: descriptor %d brings its own limit, which this server refuses (RATEKIT_CALLER_LIMITS)", ErrBadRequest, i)
+			if err := s.callerLimit(d, req.GetDomain(), i, o); err != nil {
+				return nil, err
 			}
-			unit := config.Unit(o.GetUnit())
-			period, ok := config.UnitLength(unit)
-			if !ok {
-				return nil, fmt.Errorf("%w: descriptor %d: its limit has no valid unit (%v)", ErrBadRequest, i, o.GetUnit())
-			}
-			if most, ok := config.UnitLength(s.opts.CallerMaxUnit); ok && period > most {
-				return nil, fmt.Errorf("%w: descriptor %d: its limit's unit %v is longer than %v (RATEKIT_CALLER_LIMIT_MAX_UNIT)", ErrBadRequest, i, o.GetUnit(), s.opts.CallerMaxUnit)
-			}
-			rpu := min(o.GetRequestsPerUnit(), core.MaxRate)
-			d.rule = &config.Rule{FullKey: config.OverrideStatsKey(req.GetDomain(), in.GetEntries())}
-			d.limit = config.Limit{RequestsPerUnit: rpu, Unit: unit, Period: period, Algorithm: config.Compatible}
-			d.rule.Limits = []config.Limit{d.limit}
-			d.override = true
-			d.statsKey = d.rule.FullKey
-			d.identity = identity(req.GetDomain(), in.GetEntries(), nil)
 			continue
 		}
 		m := domain.Match(in.GetEntries())
@@ -272,6 +257,30 @@ func (s *Service) plan(cfg *config.Config, req *rlspb.RateLimitRequest) ([]descr
 		}
 	}
 	return ds, nil
+}
+
+// callerLimit makes d, the request's descriptor i, one decided by the
+// limit o it brings, or refuses it as the settings say.
+func (s *Service) callerLimit(d *descriptor, domain string, i int, o *rlv3.RateLimitDescriptor_RateLimitOverride) error {
+	if s.opts.CallerLimits == RefuseCallerLimits {
+		return fmt.Errorf("%w: descriptor %d brings its own limit, which this server refuses (RATEKIT_CALLER_LIMITS)", ErrBadRequest, i)
+	}
+	unit := config.Unit(o.GetUnit())
+	period, ok := config.UnitLength(unit)
+	if !ok {
+		return fmt.Errorf("%w: descriptor %d: its limit has no valid unit (%v)", ErrBadRequest, i, o.GetUnit())
+	}
+	if most, ok := config.UnitLength(s.opts.CallerMaxUnit); ok && period > most {
+		return fmt.Errorf("%w: descriptor %d: its limit's unit %v is longer than %v (RATEKIT_CALLER_LIMIT_MAX_UNIT)", ErrBadRequest, i, o.GetUnit(), s.opts.CallerMaxUnit)
+	}
+	rpu := min(o.GetRequestsPerUnit(), core.MaxRate)
+	d.rule = &config.Rule{FullKey: config.OverrideStatsKey(domain, d.in.GetEntries())}
+	d.limit = config.Limit{RequestsPerUnit: rpu, Unit: unit, Period: period, Algorithm: config.Compatible}
+	d.rule.Limits = []config.Limit{d.limit}
+	d.override = true
+	d.statsKey = d.rule.FullKey
+	d.identity = identity(domain, d.in.GetEntries(), nil)
+	return nil
 }
 
 // identity names a descriptor in storage keys: the domain and each entry,
