@@ -269,18 +269,24 @@ func (h *resetHub) run(ctx context.Context, sub subscriber, done chan struct{}) 
 		default:
 			continue
 		}
-		h.deliver.Lock()
-		h.mu.Lock()
-		fns = fns[:0]
-		for _, fn := range h.watchers {
-			fns = append(fns, fn)
-		}
-		h.mu.Unlock()
-		for _, fn := range fns {
-			fn(key)
-		}
-		h.deliver.Unlock()
+		fns = h.tell(key, fns[:0])
 	}
+}
+
+// tell gives key to every watcher, one delivery at a time, calling them
+// outside h.mu from a copy made in fns, which it returns for reuse.
+func (h *resetHub) tell(key string, fns []func(string)) []func(string) {
+	h.deliver.Lock()
+	defer h.deliver.Unlock()
+	h.mu.Lock()
+	for _, fn := range h.watchers {
+		fns = append(fns, fn)
+	}
+	h.mu.Unlock()
+	for _, fn := range fns {
+		fn(key)
+	}
+	return fns
 }
 
 // refuse tells the watchers that want to hear why the subscription was
