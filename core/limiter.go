@@ -207,8 +207,11 @@ type Limiter struct {
 	shards     *shardSet // nil unless the store states shards
 	timeoutErr error
 
-	shadow     bool
-	observer   Observer // nil when none; several are an observers
+	shadow   bool
+	observer Observer // nil when none; several are an observers
+	// idObserver is observer when it is one IdentityObserver, so that a
+	// decision reaches it without a type switch
+	idObserver IdentityObserver
 	logger     *slog.Logger
 	denialLog  *denialLog // nil unless WithDenialLog
 	onError    func(error)
@@ -262,6 +265,9 @@ func NewLimiter(store Store, opts ...Option) (*Limiter, error) {
 		if err := o(l); err != nil {
 			return nil, err
 		}
+	}
+	if io, ok := l.observer.(IdentityObserver); ok {
+		l.idObserver = io
 	}
 	clock := l.clock
 	if clock == nil {

@@ -90,6 +90,15 @@ func (m observers) BreakerChanged(from, to BreakerState) {
 // ([WithDenialLog]) about a decision.
 // rules holds the planned rule of each of d's results.
 func (l *Limiter) observe(ctx context.Context, d *Decision, rules []planned) {
+	if l.idObserver != nil && l.logger == nil {
+		// one observer that takes identities, such as the live page's,
+		// and no log: the event goes straight to it, built in place
+		for i := range d.Results {
+			r, p := &d.Results[i], &rules[i]
+			l.idObserver.DecidedIdentity(ctx, DecisionEvent{Rule: r.Rule, Result: r.Result, Shadow: r.Shadow, Cached: p.cached}, p.identity)
+		}
+		return
+	}
 	debug := l.logger != nil && l.logger.Enabled(ctx, slog.LevelDebug)
 	denials := l.denialLog != nil && l.logger != nil
 	if l.observer == nil && !debug && !denials {

@@ -2,6 +2,8 @@ package livepage
 
 import (
 	"context"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,4 +86,46 @@ func fmtSeries(s Series) string {
 		out += "]"
 	}
 	return out
+}
+
+// TestRulesSharingASlot counts decisions of many rules, taking turns from
+// several goroutines, whose names share the recent-rule slots: each is
+// counted under its own name.
+func TestRulesSharingASlot(t *testing.T) {
+	r, err := NewRecorder(RecorderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	names := make([]string, 3*recentSlots)
+	for i := range names {
+		names[i] = "rule-" + strconv.Itoa(i)
+	}
+	shared := map[int][]string{}
+	for _, n := range names {
+		shared[recentSlot(n)] = append(shared[recentSlot(n)], n)
+	}
+	sharing := false
+	for _, ns := range shared {
+		sharing = sharing || len(ns) > 1
+	}
+	if !sharing {
+		t.Fatal("fixture: no two rule names share a slot")
+	}
+	const rounds = 200
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range rounds * len(names) {
+				n := names[(i+g)%len(names)]
+				r.DecidedIdentity(context.Background(), core.DecisionEvent{Rule: n, Result: core.Result{Allowed: true, Limit: core.PerMinute(1000), Remaining: 999}}, "ip:1")
+			}
+		})
+	}
+	wg.Wait()
+	for _, n := range names {
+		if got := (*r.rules.Load())[n].allowed.Load(); got != 4*rounds {
+			t.Errorf("rule %s: %d allowed, want %d", n, got, 4*rounds)
+		}
+	}
 }
