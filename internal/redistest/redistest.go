@@ -122,6 +122,9 @@ type Server struct {
 	conf    string   // configuration file, first on the command line; "" for none
 	port    int
 	addr    string
+	// deciders are the processes that decide this server's role (a
+	// replica's Sentinels), whose logs a failed wait shows with its own
+	deciders []*Server
 
 	mu      sync.Mutex // guards proc and serializes process control
 	logFile *os.File
