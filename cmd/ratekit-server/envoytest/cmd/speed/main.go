@@ -12,6 +12,14 @@
 // run. Run by hand, on a quiet machine:
 //
 //	cd cmd/ratekit-server/envoytest && go run ./cmd/speed -tls both -out ../../../docs/benchmarks-server.md
+//
+// With -before, a ratekit-server binary built from other code (an
+// earlier commit) runs as a third server in the same alternating rounds,
+// and each cell also gives this code's ratio to envoy divided by that
+// binary's, which is how a change is held to the code before it:
+//
+//	git worktree add /tmp/before <commit> && go -C /tmp/before/cmd/ratekit-server build -o /tmp/ratekit-before .
+//	go run ./cmd/speed -c 1,64 -rounds 9 -d 2s -before /tmp/ratekit-before
 package main
 
 import (
@@ -26,6 +34,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,7 +67,7 @@ type options struct {
 	rounds, conns int
 	dur           time.Duration
 	levels, out   string
-	only          string
+	only, before  string
 }
 
 func main() {
@@ -68,7 +77,8 @@ func main() {
 	flag.StringVar(&o.levels, "c", "1,16,64,256", "concurrent calls")
 	flag.IntVar(&o.conns, "conns", 8, "gRPC connections per server")
 	flag.StringVar(&o.out, "out", "", "markdown file whose marked sections get the tables (stdout when empty)")
-	flag.StringVar(&o.only, "only", "", "drive only this server (envoy or ratekit), to profile it")
+	flag.StringVar(&o.only, "only", "", "drive only this server (envoy, ratekit or before), to profile it")
+	flag.StringVar(&o.before, "before", "", "a ratekit-server binary of other code to drive beside both, as the server before")
 	mode := flag.String("tls", "off", "gRPC over TLS: off, on, or both (off, then on)")
 	flag.Parse()
 	modes, ok := map[string][]bool{"off": {false}, "on": {true}, "both": {false, true}}[*mode]
@@ -84,6 +94,14 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	if o.before != "" {
+		if o.before, err = filepath.Abs(o.before); err != nil {
+			log.Fatal(err)
+		}
+		if _, err := os.Stat(o.before); err != nil {
+			log.Fatalf("-before: %v", err)
+		}
+	}
 	proctest.WriteConfigDir(filepath.Join(dir, "rt"), map[string]string{"bench.yaml": config})
 	for _, on := range modes {
 		if err := runMode(dir, bins, o, on); err != nil {
@@ -94,22 +112,27 @@ func main() {
 
 // runMode starts both servers, with gRPC over TLS when tlsOn, measures
 // them and writes the table, then stops them.
-func runMode(dir string, bins envoytest.Binaries, o options, tlsOn bool) error {
+func runMode(dir string, built envoytest.Binaries, o options, tlsOn bool) error {
 	var undo cleanup
 	defer undo.run()
 	env, creds := map[string]string{}, insecure.NewCredentials()
 	if tlsOn {
 		env, creds = serverTLS(filepath.Join(dir, "tls"))
 	}
+	names := []string{"envoy", "ratekit"}
+	bins := binaries{Binaries: built, Before: o.before}
+	if o.before != "" {
+		names = append(names, "before")
+	}
 	servers := map[string]*side{}
-	for _, name := range []string{"envoy", "ratekit"} {
+	for _, name := range names {
 		servers[name] = startSide(dir, name, bins, o.conns, env, creds, &undo)
 	}
-	cells := measure(servers, o.levels, o.rounds, o.dur, o.only)
+	cells := measure(servers, names, o.levels, o.rounds, o.dur, o.only)
 	if o.only != "" {
 		return nil
 	}
-	table := render(cells, o.rounds, o.dur, tlsOn)
+	table := render(cells, names, o.rounds, o.dur, tlsOn)
 	if o.out == "" {
 		fmt.Print(table)
 		return nil
@@ -151,7 +174,7 @@ func (c *cleanup) run() {
 
 // startSide starts server name (envoy or ratekit) on a redis-server of its
 // own, with conns gRPC clients, and adds to undo what stops them.
-func startSide(dir, name string, bins envoytest.Binaries, conns int, tlsEnv map[string]string, creds credentials.TransportCredentials, undo *cleanup) *side {
+func startSide(dir, name string, bins binaries, conns int, tlsEnv map[string]string, creds credentials.TransportCredentials, undo *cleanup) *side {
 	rs, err := startRedis(dir, name)
 	if err != nil {
 		log.Fatal(err)
@@ -163,8 +186,11 @@ func startSide(dir, name string, bins envoytest.Binaries, conns int, tlsEnv map[
 	for k, v := range tlsEnv {
 		env[k] = v
 	}
-	if name == "ratekit" {
+	if name != "envoy" {
 		bin = bins.Ratekit
+		if name == "before" {
+			bin = bins.Before
+		}
 		// every decision on Redis, as envoy's: a call past the default
 		// 50 ms deadline would be decided locally, which costs less
 		env["RATEKIT_TIMEOUT"] = "1s"
@@ -186,19 +212,35 @@ func startSide(dir, name string, bins envoytest.Binaries, conns int, tlsEnv map[
 	return s
 }
 
+// binaries are the servers' programs: envoy's, this code's, and the one
+// before it when -before names one.
+type binaries struct {
+	envoytest.Binaries
+	Before string
+}
+
 // measure runs every cell, at each number of concurrent calls in levels
 // (comma-separated) over distinct descriptors and over one hot one: rounds
-// of d per server, which go first by turns; with only, that server alone.
-func measure(servers map[string]*side, levels string, rounds int, d time.Duration, only string) []cell {
+// of d per server of names, which take turns going first; with only, that
+// server alone.
+func measure(servers map[string]*side, names []string, levels string, rounds int, d time.Duration, only string) []cell {
 	var cells []cell
 	for _, lv := range strings.Split(levels, ",") {
 		c, _ := strconv.Atoi(lv)
 		for _, hot := range []bool{false, true} {
-			cl := cell{conc: c, hot: hot, res: map[string]*result{"envoy": {}, "ratekit": {}}}
+			cl := cell{conc: c, hot: hot, res: map[string]*result{}}
+			for _, name := range names {
+				cl.res[name] = &result{}
+			}
 			for r := range rounds {
-				order := []string{"envoy", "ratekit"}
+				// round r starts with server r mod n, and runs backwards on
+				// odd rounds, so that each server follows each other as often
+				order := make([]string, len(names))
+				for i := range names {
+					order[i] = names[(r+i)%len(names)]
+				}
 				if r%2 == 1 {
-					order = []string{"ratekit", "envoy"}
+					slices.Reverse(order)
 				}
 				for _, name := range order {
 					if only == "" || only == name {
@@ -323,10 +365,14 @@ func (c cell) name() string {
 
 func (c cell) line() string {
 	e, r := c.res["envoy"], c.res["ratekit"]
-	return fmt.Sprintf("%-26s envoy %8.0f/s p99 %-8v | ratekit %8.0f/s p99 %-8v | %.2fx", c.name(), e.rate(), e.p99().Round(10*time.Microsecond), r.rate(), r.p99().Round(10*time.Microsecond), r.rate()/e.rate())
+	l := fmt.Sprintf("%-26s envoy %8.0f/s p99 %-8v | ratekit %8.0f/s p99 %-8v | %.2fx", c.name(), e.rate(), e.p99().Round(10*time.Microsecond), r.rate(), r.p99().Round(10*time.Microsecond), r.rate()/e.rate())
+	if b := c.res["before"]; b != nil {
+		l += fmt.Sprintf(" | before %8.0f/s %.2fx | after ÷ before %.2f", b.rate(), b.rate()/e.rate(), r.rate()/b.rate())
+	}
+	return l
 }
 
-func render(cells []cell, rounds int, d time.Duration, tlsOn bool) string {
+func render(cells []cell, names []string, rounds int, d time.Duration, tlsOn bool) string {
 	var b strings.Builder
 	over := ""
 	if tlsOn {
@@ -337,10 +383,10 @@ func render(cells []cell, rounds int, d time.Duration, tlsOn bool) string {
 	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range cells {
 		e := c.res["envoy"]
-		for _, name := range []string{"envoy", "ratekit"} {
+		for _, name := range names {
 			r := c.res[name]
 			ratio := "1.00"
-			if name == "ratekit" {
+			if name != "envoy" {
 				ratio = fmt.Sprintf("**%.2f×**", r.rate()/e.rate())
 			}
 			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %v | %.1f | %.1f | %.2f | %.1f | %d |\n",
