@@ -113,6 +113,7 @@ type traefikForwardAuth struct {
 	HeaderField              string   `yaml:"headerField"`
 	ForwardBody              bool     `yaml:"forwardBody"`
 	MaxBodySize              *int64   `yaml:"maxBodySize"`
+	MaxResponseBodySize      *int64   `yaml:"maxResponseBodySize"`
 	PreserveLocationHeader   bool     `yaml:"preserveLocationHeader"`
 	PreserveRequestMethod    bool     `yaml:"preserveRequestMethod"`
 }
@@ -261,6 +262,12 @@ func TestTraefikConfigShape(t *testing.T) {
 		// writes X-Forwarded-For from the socket peer
 		if fa.TrustForwardHeader == nil || *fa.TrustForwardHeader {
 			t.Errorf("middleware %s: trustForwardHeader must be set to false", name)
+		}
+		// set, so that Traefik bounds what it reads of an answer (unset, it
+		// reads any size and warns at start), and above ratekit-server's
+		// longest answer to /check
+		if fa.MaxResponseBodySize == nil || *fa.MaxResponseBodySize < 4096 {
+			t.Errorf("middleware %s: maxResponseBodySize must be set, to at least 4096", name)
 		}
 	}
 }
