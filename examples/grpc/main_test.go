@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ratekit/ratekit/examples/internal/app"
 	"github.com/ratekit/ratekit/examples/internal/apptest"
 )
 
@@ -75,6 +76,13 @@ func startApp(t *testing.T, args []string, env ...string) *running {
 	t.Helper()
 	if !slices.Contains(args, "-addr") {
 		args = append([]string{"-addr", "127.0.0.1:0"}, args...)
+	}
+	// the store is in this process, beside the test's other work on a
+	// machine that may be busy: a call past the default 50 ms would be
+	// decided by the -fail policy, which the tests' exact counts do not
+	// expect
+	if !slices.Contains(args, "-timeout") {
+		args = append([]string{"-timeout", app.StoreTimeout.String()}, args...)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &running{log: new(syncBuffer), cancel: cancel, code: make(chan int, 1)}
