@@ -74,10 +74,12 @@ func descriptor(kv ...string) *rlv3.RateLimitDescriptor {
 	return d
 }
 
-// awaitWindow waits until the current minute has room for within.
-func awaitWindow(within time.Duration) {
+// awaitWindow waits until the current window of length window (a minute,
+// an hour: envoy's counting windows, aligned to the clock) has room for
+// within.
+func awaitWindow(window, within time.Duration) {
 	now := time.Now()
-	if left := now.Truncate(time.Minute).Add(time.Minute).Sub(now); left < within+time.Second {
+	if left := now.Truncate(window).Add(window).Sub(now); left < within+time.Second {
 		time.Sleep(left + 200*time.Millisecond)
 	}
 }
@@ -167,7 +169,7 @@ func TestExact(t *testing.T) {
 	} {
 		for _, key := range []string{"compatible", "gcra", "fixed", "sliding"} {
 			t.Run(tc.name+"/"+key, func(t *testing.T) {
-				awaitWindow(5 * time.Second)
+				awaitWindow(time.Minute, 5*time.Second)
 				ok, over, failed := burst(tc.clients, 400, descriptor(key, tc.name))
 				if ok != 100 || over != 300 || failed != 0 {
 					c := rs.Client(t)

@@ -50,15 +50,6 @@ const (
 // (with RATEKIT_LIVE_PAGE_IDENTITIES=true).
 func fleetIdentity(key, value string) string { return "fleet|" + key + "=" + value }
 
-// awaitHour waits until the current UTC hour, the window of envoy's
-// counting per hour, has room for within.
-func awaitHour(within time.Duration) {
-	now := time.Now()
-	if left := now.Truncate(time.Hour).Add(time.Hour).Sub(now); left < within+time.Second {
-		time.Sleep(left + 200*time.Millisecond)
-	}
-}
-
 // askN sends n requests for key=value of the fleet domain through c, one
 // after the other, and returns how many were allowed and denied.
 func askN(t *testing.T, c rlspb.RateLimitServiceClient, key, value string, n int) (ok, over int) {
@@ -215,7 +206,7 @@ func TestLivePageFleetAcrossProcesses(t *testing.T) {
 	names := []string{"A", "B"}
 	sends := []int{10, 7}
 
-	awaitHour(30 * time.Second)
+	awaitWindow(time.Hour, 30*time.Second)
 	views := []fleetView{{own: map[string]uint64{}}, {own: map[string]uint64{}}}
 	total := map[string]uint64{}
 	for _, fr := range fleetRules {
