@@ -104,10 +104,11 @@ func TestAdmin(t *testing.T) {
 	if r := Do(t, http.MethodPost, a.URL, app.AdminResetPath+"?rule=default&identity=ip:127.0.0.1", auth...); r.Status != http.StatusNoContent {
 		t.Fatalf("reset: status %d, want 204; body %q", r.Status, r.Body)
 	}
-	deadline := time.Now().Add(time.Second)
+	// over pub/sub, within milliseconds; 10 s for a loaded machine
+	deadline := time.Now().Add(10 * time.Second)
 	for Get(t, b.URL, app.RootPath).Status != http.StatusOK {
 		if time.Now().After(deadline) {
-			t.Fatal("the other instance still denies the client a second after the reset")
+			t.Fatal("the other instance still denies the client 10 s after the reset")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
