@@ -64,6 +64,52 @@ func FreePort() (string, error) {
 	return l.Addr().String(), nil
 }
 
+// freePorts returns n loopback addresses with distinct ports, free now:
+// each listener is held until all are picked, so that no two are the same.
+func freePorts(n int) ([]string, error) {
+	addrs := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs, nil
+}
+
+// listeners counts the TCP sockets listening on each of addrs (IPv4
+// loopback addresses) in this network namespace, from /proc/net/tcp.
+func listeners(addrs ...string) (map[string]int, error) {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return nil, err
+	}
+	want := map[string]string{} // /proc's form, 0100007F:1F90 → addr
+	for _, a := range addrs {
+		host, p, err := net.SplitHostPort(a)
+		ip := net.ParseIP(host).To4()
+		n, perr := strconv.Atoi(p)
+		if err != nil || ip == nil || perr != nil {
+			return nil, fmt.Errorf("listeners: %q is not an IPv4 address with a port", a)
+		}
+		want[fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], n)] = a
+	}
+	counts := map[string]int{}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		// sl local_address rem_address st ...; st 0A is LISTEN
+		f := strings.Fields(line)
+		if len(f) < 4 || f[3] != "0A" {
+			continue
+		}
+		if a, ok := want[f[1]]; ok {
+			counts[a]++
+		}
+	}
+	return counts, nil
+}
+
 func port(addr string) string {
 	_, p, _ := net.SplitHostPort(addr)
 	return p
@@ -100,13 +146,11 @@ func start(name, bin string, env map[string]string) (*Proc, error) {
 // it.
 func Launch(name, bin string, env map[string]string) (*Proc, error) {
 	p := &Proc{Name: name, out: &syncBuffer{}, done: make(chan struct{})}
-	for _, a := range []*string{&p.HTTP, &p.GRPC, &p.Debug, &p.Prom} {
-		addr, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		*a = addr
+	addrs, err := freePorts(4)
+	if err != nil {
+		return nil, err
 	}
+	p.HTTP, p.GRPC, p.Debug, p.Prom = addrs[0], addrs[1], addrs[2], addrs[3]
 	base := map[string]string{
 		"HOST": "127.0.0.1", "PORT": port(p.HTTP),
 		"GRPC_HOST": "127.0.0.1", "GRPC_PORT": port(p.GRPC),
@@ -139,6 +183,19 @@ func Launch(name, bin string, env map[string]string) (*Proc, error) {
 func (p *Proc) AwaitHealthy(within time.Duration) error {
 	if err := p.awaitHealthy(within); err != nil {
 		return fmt.Errorf("%s: %w\n%s", p.Name, err, p.out.String())
+	}
+	// envoy's service binds its ports with SO_REUSEPORT, so a port that
+	// another of its processes took between the pick and the bind is
+	// shared without an error, and the kernel spreads connections over
+	// both: a gRPC client may reach the other's HTTP port. Start retries.
+	counts, err := listeners(p.HTTP, p.GRPC, p.Debug, p.Prom)
+	if err != nil {
+		return err
+	}
+	for a, n := range counts {
+		if n > 1 {
+			return fmt.Errorf("%s: address already in use: %d sockets listen on %s, this process's and another's", p.Name, n, a)
+		}
 	}
 	conn, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
