@@ -64,15 +64,22 @@ func caddyBinary(t *testing.T) string {
 	return binPath
 }
 
-// freeAddr returns a loopback address with a port free right now.
-func freeAddr(t *testing.T) string {
+// freeAddrs returns n loopback addresses with distinct ports, free right
+// now: each listener is held until all are picked. Caddy binds with
+// SO_REUSEPORT, so two of its ports picked alike would share one socket
+// address without an error.
+func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	addrs := make([]string, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addrs
 }
 
 // storeTimeout is the Redis deadline of the instances that the tests start
@@ -113,7 +120,8 @@ func startCaddy(t *testing.T, config string, env map[string]string) *instance {
 	t.Helper()
 	bin := caddyBinary(t)
 	home := t.TempDir()
-	in := &instance{addr: freeAddr(t), admin: freeAddr(t), log: new(bytes.Buffer), logMu: new(sync.Mutex)}
+	addrs := freeAddrs(t, 2)
+	in := &instance{addr: addrs[0], admin: addrs[1], log: new(bytes.Buffer), logMu: new(sync.Mutex)}
 	in.config, _ = filepath.Abs(config)
 	in.env = append(os.Environ(),
 		"HOME="+home, "XDG_DATA_HOME="+filepath.Join(home, "data"), "XDG_CONFIG_HOME="+filepath.Join(home, "config"),

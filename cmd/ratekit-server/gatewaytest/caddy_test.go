@@ -3,7 +3,6 @@
 package gatewaytest
 
 import (
-	"errors"
 	"testing"
 )
 
@@ -38,11 +37,12 @@ func startCaddy(t *testing.T, e *edge) []string {
 	require(t, "caddy")
 	dir := t.TempDir()
 	return startGateways(t, []string{"caddy-1", "caddy-2"}, func(name string) (*Proc, error) {
-		addr, err1 := FreePort()
-		admin, err2 := FreePort()
-		if err := errors.Join(err1, err2); err != nil {
+		// Caddy binds with SO_REUSEPORT: the two must differ
+		addrs, err := FreePorts(2)
+		if err != nil {
 			return nil, err
 		}
+		addr, admin := addrs[0], addrs[1]
 		return StartCaddy(dir, name, addr, caddyfile(t, e, addr, admin))
 	})
 }

@@ -94,12 +94,28 @@ func Substitute(s string, pairs ...string) (string, error) {
 
 // FreePort returns a loopback address whose port is free now.
 func FreePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := FreePorts(1)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return addrs[0], nil
+}
+
+// FreePorts returns n loopback addresses with distinct ports, free now:
+// each listener is held until all are picked. Two ports picked one after
+// another may otherwise come out alike, which a server binding with
+// SO_REUSEPORT (Caddy, envoy's service) would share without an error.
+func FreePorts(n int) ([]string, error) {
+	addrs := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs, nil
 }
 
 // Seen is a request as the upstream received it.
