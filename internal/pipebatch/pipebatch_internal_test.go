@@ -482,7 +482,11 @@ func TestOrphanLeads(t *testing.T) {
 	// taken from the queue to lead, as the pipeline out hands its slot on,
 	// after its caller went
 	b.queue = b.queue[1:]
-	go b.orphan(c)
+	orphaned := make(chan struct{})
+	go func() {
+		b.orphan(c)
+		close(orphaned)
+	}()
 	behind := make(chan result, 1)
 	go func() {
 		r, err := b.Do(context.Background(), echoSrc, echoArgs("behind", 2))
@@ -500,6 +504,13 @@ func TestOrphanLeads(t *testing.T) {
 	}
 	if n, err := client.Get(context.Background(), "orphan").Int(); err != nil || n != 1 {
 		t.Errorf("the orphan ran %d times (%v), want once", n, err)
+	}
+	// the leader answers the calls it sent, then frees the slot: wait
+	// until the orphan's goroutine, which led, is done
+	select {
+	case <-orphaned:
+	case <-time.After(time.Minute):
+		t.Fatal("the orphan's goroutine still runs a minute after its pipeline was answered")
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
