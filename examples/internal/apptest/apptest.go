@@ -146,6 +146,10 @@ func Start(t testing.TB, args []string, env ...string) *Proc {
 	t.Cleanup(func() {
 		select {
 		case <-p.done:
+			if t.Failed() {
+				// how it ended, when it ended before the test did
+				t.Logf("the app had ended: %v", p.err)
+			}
 		default:
 			_ = p.cmd.Process.Kill()
 			<-p.done
@@ -207,6 +211,14 @@ func (p *Proc) WaitLog(t testing.TB, s string) {
 	t.Helper()
 	deadline := time.Now().Add(StartTimeout)
 	for !strings.Contains(p.Log(), s) {
+		select {
+		case <-p.done:
+			if !strings.Contains(p.Log(), s) {
+				t.Fatalf("the app ended (%v) without logging %s:\n%s", p.err, s, p.Log())
+			}
+			return
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the app did not log %s within %v:\n%s", s, StartTimeout, p.Log())
 		}
