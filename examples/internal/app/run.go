@@ -164,6 +164,11 @@ func RunWith(ctx context.Context, name string, d Defaults, args []string, getenv
 	if err != nil {
 		return fail("cannot build the server", err)
 	}
+	// SIGHUP is handled from before the port opens: one sent as soon as
+	// the app answers must reload, not end it (its default action)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fail("cannot listen", err)
@@ -199,7 +204,7 @@ func RunWith(ctx context.Context, name string, d Defaults, args []string, getenv
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	if err := serve(ctx, served, log, cfg, rules); err != nil {
+	if err := serve(ctx, served, hup, log, cfg, rules); err != nil {
 		return fail("the server stopped", err)
 	}
 	log.Info("shutting down", "cause", context.Cause(ctx))
@@ -255,13 +260,10 @@ func TryCommand(c Config, base string) string {
 }
 
 // serve waits until ctx ends, and returns nil then, or until the server
-// stops by itself, and returns its error; on each SIGHUP meanwhile, it
-// rereads the rules file (with -rules) and swaps the rules in, or logs why
-// it cannot and keeps the rules it has.
-func serve(ctx context.Context, served <-chan error, log *slog.Logger, cfg Config, rules Rules) error {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+// stops by itself, and returns its error; on each SIGHUP (from hup)
+// meanwhile, it rereads the rules file (with -rules) and swaps the rules
+// in, or logs why it cannot and keeps the rules it has.
+func serve(ctx context.Context, served <-chan error, hup <-chan os.Signal, log *slog.Logger, cfg Config, rules Rules) error {
 	for {
 		select {
 		case err := <-served:
