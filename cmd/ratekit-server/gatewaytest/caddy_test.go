@@ -4,6 +4,8 @@ package gatewaytest
 
 import (
 	"testing"
+
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/proctest"
 )
 
 // caddyfile returns the guide's Caddyfile with its example addresses made
@@ -38,7 +40,7 @@ func startCaddy(t *testing.T, e *edge) []string {
 	dir := t.TempDir()
 	return startGateways(t, []string{"caddy-1", "caddy-2"}, func(name string) (*Proc, error) {
 		// Caddy binds with SO_REUSEPORT: the two must differ
-		addrs, err := FreePorts(2)
+		addrs, err := proctest.FreePorts(2)
 		if err != nil {
 			return nil, err
 		}

@@ -29,6 +29,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ratekit/ratekit/cmd/ratekit-server/internal/proctest"
 )
 
 // Root is the repository's root directory.
@@ -92,31 +94,9 @@ func Substitute(s string, pairs ...string) (string, error) {
 	return s, nil
 }
 
-// FreePort returns a loopback address whose port is free now.
-func FreePort() (string, error) {
-	addrs, err := FreePorts(1)
-	if err != nil {
-		return "", err
-	}
-	return addrs[0], nil
-}
-
-// FreePorts returns n loopback addresses with distinct ports, free now:
-// each listener is held until all are picked. Two ports picked one after
-// another may otherwise come out alike, which a server binding with
-// SO_REUSEPORT (Caddy, envoy's service) would share without an error.
-func FreePorts(n int) ([]string, error) {
-	addrs := make([]string, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		addrs = append(addrs, l.Addr().String())
-	}
-	return addrs, nil
-}
+// FreePort returns a loopback address whose port is free now: see
+// [proctest.FreePorts] for several distinct ones.
+func FreePort() (string, error) { return proctest.FreePort() }
 
 // Seen is a request as the upstream received it.
 type Seen struct {

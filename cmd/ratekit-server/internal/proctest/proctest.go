@@ -56,17 +56,18 @@ func (s *syncBuffer) String() string {
 
 // FreePort returns a loopback address with a port free now.
 func FreePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := FreePorts(1)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return addrs[0], nil
 }
 
-// freePorts returns n loopback addresses with distinct ports, free now:
-// each listener is held until all are picked, so that no two are the same.
-func freePorts(n int) ([]string, error) {
+// FreePorts returns n loopback addresses with distinct ports, free now:
+// each listener is held until all are picked. Ports picked one after
+// another may otherwise come out alike, which a server binding with
+// SO_REUSEPORT (envoy's service, Caddy) would share without an error.
+func FreePorts(n int) ([]string, error) {
 	addrs := make([]string, 0, n)
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -146,7 +147,7 @@ func start(name, bin string, env map[string]string) (*Proc, error) {
 // it.
 func Launch(name, bin string, env map[string]string) (*Proc, error) {
 	p := &Proc{Name: name, out: &syncBuffer{}, done: make(chan struct{})}
-	addrs, err := freePorts(4)
+	addrs, err := FreePorts(4)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 func TestFreePortsDistinct(t *testing.T) {
-	addrs, err := freePorts(64)
+	addrs, err := FreePorts(64)
 	if err != nil {
 		t.Fatal(err)
 	}
