@@ -280,11 +280,12 @@ func (b *bench) startCaddies(app string) error {
 // caddy starts a Caddy named name with Caddyfile cf, its upstream app,
 // and returns its address.
 func (b *bench) caddy(name, cf, app string) (string, error) {
-	addr, err1 := gatewaytest.FreePort()
-	admin, err2 := gatewaytest.FreePort()
-	if err1 != nil || err2 != nil {
-		return "", fmt.Errorf("no free port: %v %v", err1, err2)
+	// Caddy binds with SO_REUSEPORT: the two must differ
+	addrs, err := proctest.FreePorts(2)
+	if err != nil {
+		return "", fmt.Errorf("no free port: %w", err)
 	}
+	addr, admin := addrs[0], addrs[1]
 	cf = subst(cf, "admin localhost:2019", "admin "+admin, "http://:8000", "http://"+addr, "app:9000", app)
 	p, err := gatewaytest.StartCaddy(b.dir, strings.ReplaceAll(name, " ", "-"), addr, cf)
 	if err != nil {
